@@ -1,0 +1,24 @@
+# One image for web and workers. On a GPU host `pip install torch==2.13.0` takes the CUDA build
+# from PyPI; pass --build-arg EXTRAS=train,vllm for the vLLM sampling backend.
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ARG EXTRAS=train
+WORKDIR /app
+
+RUN pip install torch==2.13.0
+COPY pyproject.toml README.md ./
+COPY webapp ./webapp
+COPY trainer ./trainer
+COPY workers ./workers
+RUN pip install ".[${EXTRAS}]"
+COPY manage.py ./
+COPY templates ./templates
+COPY static ./static
+# Static files are collected at build time; the settings need production values to load.
+RUN DJANGO_ENV=production SECRET_KEY=build-only-not-a-secret-build-only-not-a-secret-xx \
+    ALLOWED_HOSTS=build python manage.py collectstatic --noinput
+
+RUN useradd --create-home cohort && mkdir -p /data/runs && chown cohort /data/runs
+USER cohort
+EXPOSE 8000

@@ -1,0 +1,168 @@
+"""Shared fixtures: users, clients, and real service processes (Celery worker, ASGI server).
+
+Integration tests run against the real PostgreSQL and Redis named by DATABASE_URL / REDIS_URL
+(the embedded defaults otherwise: a SQLite file and the Redis that `webapp.stack test` starts).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username: str, *, staff: bool = False, password: str = "pw-for-tests-1"):
+        return django_user_model.objects.create_user(username=username, password=password, is_staff=staff)
+
+    return make
+
+
+@pytest.fixture
+def owner(make_user):
+    return make_user("owner")
+
+
+@pytest.fixture
+def stranger(make_user):
+    return make_user("stranger")
+
+
+@pytest.fixture
+def staff(make_user):
+    return make_user("staffer", staff=True)
+
+
+@pytest.fixture
+def csrf_client():
+    """A test client that enforces CSRF like a browser would meet it."""
+    return Client(enforce_csrf_checks=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def service_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process that must see the *test* database and the same Redis."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="webapp.settings", PYTHONUNBUFFERED="1")
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    else:
+        user = db.get("USER") or ""
+        auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
+        env["DATABASE_URL"] = f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    env["REDIS_URL"] = settings.REDIS_URL
+    env.update(extra)
+    return env
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the kernel kills this child when the test process dies, however it dies, so a
+    crashed test session never leaves a worker consuming the shared queues (Linux prctl)."""
+    import ctypes
+
+    os.setsid()
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace_s)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def model_cache_dir(tmp_path_factory):
+    """Where tiny models are built once per test session (shared with worker processes)."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir, settings):
+    """A real `celery worker` process on both queues, using the test database and Redis."""
+    from webapp.celery import app
+
+    settings.COHORT_RUNS_DIR = runs_dir
+    app.control.purge()
+    log = tmp_path / "worker.log"
+    hostname = f"test-{os.getpid()}-{time.monotonic_ns()}@localhost"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "gpu,default", "--concurrency", "1",
+             "--pool", "prefork", "--loglevel", "INFO", "-n", hostname, "--without-mingle", "--without-gossip"],
+            cwd=ROOT, env=service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir)),
+            stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"celery worker exited at start:\n{log.read_text()}")
+        if app.control.ping(destination=[hostname], timeout=0.5):
+            break
+    else:
+        stop_process_group(process)
+        pytest.fail(f"celery worker did not answer ping:\n{log.read_text()}")
+    process.log_path = log
+    yield process
+    stop_process_group(process)
+
+
+@pytest.fixture
+def asgi_server(transactional_db, tmp_path):
+    """The real ASGI app served by daphne on a free loopback port; yields its base URL."""
+    port = free_port()
+    log = tmp_path / "daphne.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+            cwd=ROOT, env=service_env(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"daphne exited at start:\n{log.read_text()}")
+        try:
+            urllib.request.urlopen(f"{url}/healthz", timeout=1)
+            break
+        except urllib.error.HTTPError:  # it answered (503 = a dependency is down): the server is up
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        stop_process_group(process)
+        pytest.fail(f"daphne did not answer:\n{log.read_text()}")
+    yield url
+    stop_process_group(process)

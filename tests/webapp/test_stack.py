@@ -1,0 +1,111 @@
+"""The quick-start run command: embedded SQLite + Redis, a real worker and ASGI server; a second
+start reuses everything; stopping it leaves no process behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.conftest import ROOT, free_port
+from webapp.stack import EmbeddedRedis
+
+
+def process_group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def get(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return response.status, response.read().decode()
+    except OSError:
+        return None
+
+
+def start_stack(var_dir, port):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(COHORT_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1")
+    log = open(var_dir.parent / f"stack-{port}.log", "w")  # noqa: SIM115 - closed by the test
+    process = subprocess.Popen([sys.executable, "-m", "webapp.stack", "up", "--port", str(port)], cwd=ROOT,
+                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return process, log
+
+
+def run_once(var_dir) -> str:
+    port = free_port()
+    process, log = start_stack(var_dir, port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        status, body = wait_for(lambda: get(f"{base}/healthz"), 180, "/healthz")
+        assert status == 200 and json.loads(body) == {"status": "ok", "database": "ok", "redis": "ok"}
+        status, body = get(f"{base}/login/")
+        assert status == 200 and "Log in to Cohort" in body
+        pgids = [int(p) for p in (var_dir / "stack.pids").read_text().split()]
+        assert len(pgids) == 3  # worker, web, redis
+        os.kill(process.pid, signal.SIGINT)  # what Ctrl-C sends
+        assert process.wait(timeout=60) == 0
+        for pgid in pgids:
+            wait_for(lambda pgid=pgid: not process_group_alive(pgid), 15, f"process group {pgid} to end")
+        assert not (var_dir / "embedded-redis.url").exists()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+    return (var_dir.parent / f"stack-{port}.log").read_text()
+
+
+@pytest.mark.slow
+def test_run_command_serves_then_stops_cleanly_and_reuses_state(tmp_path):
+    var_dir = tmp_path / "var"
+    first = run_once(var_dir)
+    assert "Created admin account. Log in as 'admin' with password" in first
+    assert "Cohort is running at http://127.0.0.1:" in first
+    second = run_once(var_dir)
+    assert "Reusing admin account. Log in as 'admin'" in second
+    assert "No migrations to apply" in second
+
+
+def test_run_command_refuses_a_busy_port(tmp_path):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "webapp.stack", "up", "--port", str(port)], cwd=ROOT,
+                                env=dict(os.environ, COHORT_VAR_DIR=str(tmp_path)), capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 2 and f"Port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+def test_embedded_redis_starts_answers_and_stops(tmp_path):
+    import redis
+
+    server = EmbeddedRedis(tmp_path / "redis")
+    url = server.start()
+    try:
+        assert redis.Redis.from_url(url).ping() is True
+    finally:
+        server.stop()
+    assert server.child.exited() is not None
+    with pytest.raises(redis.exceptions.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()

@@ -1,0 +1,22 @@
+"""A real Celery worker process consumes both queues with the project's settings."""
+
+import pytest
+
+from webapp.celery import app
+
+
+@pytest.mark.slow
+def test_worker_answers_on_default_and_gpu_queues(celery_worker_process):
+    default = app.send_task("workers.tasks.ping_task")
+    gpu = app.send_task("workers.tasks.ping_task", queue="gpu")
+    assert default.get(timeout=30)["pid"] > 0
+    assert gpu.get(timeout=30)["pid"] > 0
+
+
+def test_celery_settings_fit_long_gpu_tasks():
+    conf = app.conf
+    assert conf.task_acks_late is True
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.task_routes["workers.tasks.run_train_task"] == {"queue": "gpu"}
+    assert conf.task_default_queue == "default"
+    assert conf.broker_transport_options["visibility_timeout"] >= 12 * 3600

@@ -1,0 +1,124 @@
+"""Sampling with an in-process vLLM engine that hot-loads each new LoRA adapter (optional `[vllm]` extra).
+
+vLLM is imported when a `VLLMBackend` is built, never at module import, so the rest of the trainer
+works without it. After each policy update the trainer saves the adapter
+(`PolicyUpdater.save_adapter`) and calls `update_adapter(path, version=k)`; the next `generate` sends
+a `LoRARequest` with that new integer id, which makes vLLM load the new weights (it caches adapters
+by id, so an id must never be reused for different weights).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from trainer.backends.base import BackendUnavailableError, Sample, validate_request
+
+INSTALL_HINT = (
+    "The 'vllm' sampling backend needs vLLM, which is not installed. Install the [vllm] extra "
+    "(pip install 'cohort[vllm]', on a CUDA machine), or choose the 'hf' backend."
+)
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise BackendUnavailableError(INSTALL_HINT) from exc
+    return vllm
+
+
+class VLLMBackend:
+    """`SamplingBackend` over `vllm.LLM(..., enable_lora=True)`.
+
+    `logprobs_mode="processed_logprobs"` makes vLLM report log-probs after temperature scaling (and
+    after top-k / top-p), the convention of `trainer.backends.base`.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        max_lora_rank: int = 16,
+        max_loras: int = 1,
+        gpu_memory_utilization: float = 0.5,
+        dtype: str = "auto",
+        seed: int = 0,
+        logprobs_mode: str = "processed_logprobs",
+        **llm_kwargs: Any,
+    ) -> None:
+        vllm = _import_vllm()
+        from vllm.lora.request import LoRARequest
+
+        self._vllm = vllm
+        self._lora_request_cls = LoRARequest
+        self._llm = vllm.LLM(
+            model=str(model_path),
+            enable_lora=True,
+            max_lora_rank=max_lora_rank,
+            max_loras=max_loras,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            seed=seed,
+            logprobs_mode=logprobs_mode,
+            **llm_kwargs,
+        )
+        self._lora_request: Any = None  # None: sample from the base model
+        self._used_ids: set[int] = set()
+
+    def update_adapter(
+        self, adapter_path: str | os.PathLike[str] | None = None, *, version: int | None = None
+    ) -> None:
+        if adapter_path is None:
+            self._lora_request = None
+            return
+        lora_id = version if version is not None else max(self._used_ids, default=0) + 1
+        if lora_id < 1 or lora_id in self._used_ids:
+            raise ValueError(
+                f"adapter version {lora_id} is not new: vLLM caches adapters by this id and would keep "
+                "serving the old weights; pass a fresh positive version per saved adapter"
+            )
+        self._used_ids.add(lora_id)
+        path = str(Path(adapter_path).resolve())
+        self._lora_request = self._lora_request_cls(f"cohort-v{lora_id}", lora_id, path)
+
+    def generate(
+        self,
+        prompts: list[str],
+        n: int,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int | None = None,
+        max_new_tokens: int = 256,
+        seed: int = 0,
+    ) -> list[list[Sample]]:
+        validate_request(prompts, n, temperature, top_p, max_new_tokens)
+        params = [
+            self._vllm.SamplingParams(
+                n=n,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k if top_k else -1,  # -1 disables top-k in every vLLM version
+                max_tokens=max_new_tokens,
+                seed=seed + i,  # a per-prompt stream, so prompts with the same text differ
+                logprobs=0,  # only the sampled token's log-prob
+            )
+            for i in range(len(prompts))
+        ]
+        outputs = self._llm.generate(prompts, params, lora_request=self._lora_request, use_tqdm=False)
+        result = []
+        for request in outputs:
+            group = []
+            for comp in request.outputs:
+                ids = list(comp.token_ids)
+                lps = None
+                if comp.logprobs is not None:
+                    lps = [step[tok].logprob for step, tok in zip(comp.logprobs, ids, strict=True)]
+                finish = "length" if comp.finish_reason == "length" else "stop"
+                group.append(Sample(text=comp.text, token_ids=ids, logprobs=lps, finish_reason=finish))
+            result.append(group)
+        return result

@@ -1,0 +1,412 @@
+"""`RunConfig`: everything a training run needs, in one typed dataclass.
+
+The web form validates with this very class and the worker runs it, so an invalid combination is
+caught before anything is queued. Every field carries its help text and form group in its
+metadata (`RunConfig.field_help()`), so the form, the CLI and this file say the same thing.
+Invalid values raise `ValueError` with a message that says how to fix them.
+
+    >>> RunConfig(program="toy", group_size=4, rollouts_per_example=4).group_size
+    4
+    >>> RunConfig(program="toy", strategy="mhgpo", sampling="rr", fork_probabilities=[0.5])
+    Traceback (most recent call last):
+    ...
+    ValueError: fork_probabilities must sum to 1 (got 0.5): one probability per agent, e.g. [0.7, 0.1, 0.2].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+TINY_MODEL = "builtin:tiny"
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj")
+
+Strategy = Literal["grpo", "mmgrpo", "mhgpo"]
+Sampling = Literal["is", "fof", "rr"]
+Estimator = Literal["grpo", "grpo_batch_std", "grpo_no_std", "gdpo"]
+
+
+def _meta(help_text: str, group: str) -> dict[str, str]:
+    return {"help": help_text, "group": group}
+
+
+@dataclass
+class RewardSpec:
+    """One reward of the task: a registered reward function, its weight, its parameters, and an
+    optional condition (GDPO Eq. 8: this reward counts only when reward `condition_on` >= `threshold`)."""
+
+    name: str
+    weight: float = 1.0
+    params: dict[str, Any] = field(default_factory=dict)
+    condition_on: str | None = None
+    threshold: float = 1.0
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("every reward needs a name, e.g. {name = 'exact_match'}")
+        if not math.isfinite(self.weight):
+            raise ValueError(f"reward {self.name!r}: weight must be a finite number, not {self.weight!r}.")
+        if self.condition_on == self.name:
+            raise ValueError(f"reward {self.name!r} cannot be conditioned on itself; name another reward.")
+        from trainer.rewards import get_reward  # the registry validates the name and its parameters
+
+        get_reward(self.name, **self.params)
+
+
+@dataclass
+class RunConfig:
+    # --- model -----------------------------------------------------------------------------
+    model: str = field(default=TINY_MODEL, metadata=_meta(
+        "Hugging Face model id or local folder. 'builtin:tiny' builds a tiny random Llama locally "
+        "(for trying Cohort on a CPU; it learns only the toy task).", "model"))
+    backend: Literal["hf", "vllm"] = field(default="hf", metadata=_meta(
+        "Sampling backend: 'hf' (transformers generate, works on a CPU) or 'vllm' (GPU, needs the "
+        "[vllm] extra; hot-loads the LoRA adapter after each update).", "model"))
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata=_meta(
+        "Weights dtype: 'auto' is bfloat16 on a GPU, float32 on a CPU.", "model"))
+    device: Literal["auto", "cpu", "cuda"] = field(default="auto", metadata=_meta(
+        "Where to train: 'auto' picks cuda when available.", "model"))
+
+    # --- program and task ------------------------------------------------------------------
+    program: str = field(default="toy", metadata=_meta(
+        "Registered LM program (trainer.programs) whose modules are trained.", "task"))
+    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec("exact_match")], metadata=_meta(
+        "Rewards of the task with weights and optional conditioning (GDPO Eq. 8).", "task"))
+    format_failure_reward: float = field(default=0.0, metadata=_meta(
+        "Reward of a trajectory whose module output failed to parse (MMGRPO 3.1 fallback); the "
+        "partial trajectory up to the failing call is still trained.", "task"))
+    train_data: str | None = field(default=None, metadata=_meta(
+        "JSONL file of training examples (the worker exports the task's dataset here). Empty for "
+        "programs that generate their examples (toy).", "task"))
+    dev_data: str | None = field(default=None, metadata=_meta(
+        "JSONL file of evaluation examples. Empty: the program's own dev split, if any.", "task"))
+    corpus_data: str | None = field(default=None, metadata=_meta(
+        "JSONL retrieval corpus (title, text) for search programs.", "task"))
+
+    # --- strategy --------------------------------------------------------------------------
+    strategy: Strategy = field(default="grpo", metadata=_meta(
+        "'grpo': one group per example (single-module programs); 'mmgrpo': module-level groups "
+        "keyed by (module, invocation index) (MMGRPO Alg. 1); 'mhgpo': multi-agent rollout "
+        "sampling with heterogeneous groups (MHGPO Alg. 2-5).", "strategy"))
+    padding: Literal["fill", "truncate"] = field(default="fill", metadata=_meta(
+        "MMGRPO PadGroups: 'fill' keeps every invocation index and completes short groups; "
+        "'truncate' keeps only indices present in every trajectory.", "strategy"))
+    teacher_rollouts: dict[str, int] = field(default_factory=dict, metadata=_meta(
+        "MMGRPO teacher mixture: rollouts per example from each teacher program (name -> count); "
+        "the student program makes the rest of rollouts_per_example.", "strategy"))
+    sampling: Sampling = field(default="fof", metadata=_meta(
+        "MHGPO rollout sampling: 'is' independent sampling (homogeneous groups at every agent), "
+        "'fof' fork on the first agent, 'rr' round-robin fork point with fork_probabilities.", "strategy"))
+    fork_probabilities: list[float] = field(default_factory=list, metadata=_meta(
+        "MHGPO-RR: probability of forking at each agent, in program order (paper: 0.7, 0.1, 0.2).", "strategy"))
+
+    # --- advantages ------------------------------------------------------------------------
+    estimator: Estimator = field(default="grpo", metadata=_meta(
+        "'grpo': group-normalize the weighted reward sum; 'grpo_batch_std': divide by the batch "
+        "std; 'grpo_no_std': no division (Dr. GRPO); 'gdpo': normalize each reward in its group, "
+        "weight, sum, then batch-normalize (GDPO Eq. 4-7).", "advantage"))
+    gdpo_batch_norm: bool = field(default=True, metadata=_meta(
+        "GDPO Eq. 6: batch-wise normalization of the summed advantages.", "advantage"))
+
+    # --- batch shape -----------------------------------------------------------------------
+    group_size: int = field(default=8, metadata=_meta(
+        "G: members of every group after padding and selection.", "batch"))
+    rollouts_per_example: int = field(default=8, metadata=_meta(
+        "R: rollouts sampled per example (MMGRPO samples R and selects G diverse ones).", "batch"))
+    examples_per_step: int = field(default=4, metadata=_meta(
+        "Training examples drawn per step (the batch size B).", "batch"))
+    steps: int = field(default=100, metadata=_meta("Training steps.", "batch"))
+
+    # --- optimization ----------------------------------------------------------------------
+    learning_rate: float = field(default=1e-5, metadata=_meta("AdamW learning rate of the LoRA weights.", "optim"))
+    lr_scheduler: Literal["constant", "linear", "cosine"] = field(default="constant", metadata=_meta(
+        "Learning-rate schedule after warmup.", "optim"))
+    warmup_steps: int = field(default=0, metadata=_meta("Optimizer steps of linear warmup.", "optim"))
+    weight_decay: float = field(default=0.0, metadata=_meta("AdamW weight decay.", "optim"))
+    clip_eps_low: float = field(default=0.2, metadata=_meta(
+        "Lower clip range of the importance ratio: clip(ratio, 1 - eps_low, ...).", "optim"))
+    clip_eps_high: float = field(default=0.2, metadata=_meta(
+        "Upper clip range: clip(ratio, ..., 1 + eps_high); 0.28 is DAPO's clip-higher.", "optim"))
+    kl_beta: float = field(default=0.0, metadata=_meta(
+        "Weight of the KL penalty to the reference model (the base model, adapter disabled).", "optim"))
+    loss_aggregation: Literal["token", "sequence", "dr_grpo"] = field(default="token", metadata=_meta(
+        "How token losses are averaged: 'token' over all tokens of the batch (DAPO), 'sequence' "
+        "per completion then over completions (GRPO Eq. 1), 'dr_grpo' by a constant.", "optim"))
+    micro_batch_size: int = field(default=8, metadata=_meta(
+        "Completions per forward/backward pass (memory knob; does not change the math).", "optim"))
+    gradient_accumulation_steps: int = field(default=1, metadata=_meta(
+        "Micro-batches accumulated per optimizer step.", "optim"))
+    max_grad_norm: float = field(default=1.0, metadata=_meta("Gradient-norm clipping threshold.", "optim"))
+    ppo_epochs: int = field(default=1, metadata=_meta(
+        "Passes over a step's rollouts (more than 1 makes the clipping bite).", "optim"))
+
+    # --- LoRA ------------------------------------------------------------------------------
+    lora_r: int = field(default=16, metadata=_meta("LoRA rank (MMGRPO: 16).", "lora"))
+    lora_alpha: int = field(default=64, metadata=_meta("LoRA alpha (MMGRPO: 64).", "lora"))
+    lora_dropout: float = field(default=0.05, metadata=_meta("LoRA dropout (MMGRPO: 0.05).", "lora"))
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS), metadata=_meta(
+        "Projection modules that get adapters (MMGRPO: q, k, v, o, up, down, gate).", "lora"))
+
+    # --- sampling --------------------------------------------------------------------------
+    temperature: float = field(default=1.0, metadata=_meta("Sampling temperature.", "sampling"))
+    top_p: float = field(default=1.0, metadata=_meta("Nucleus sampling threshold (1 = off).", "sampling"))
+    top_k: int = field(default=0, metadata=_meta("Top-k sampling (0 = off).", "sampling"))
+    max_new_tokens: int = field(default=256, metadata=_meta("Longest completion of one module call.", "sampling"))
+    max_context_length: int = field(default=8192, metadata=_meta(
+        "Train context length: calls whose prompt + completion is longer are left out of the "
+        "update (MMGRPO 5.2).", "sampling"))
+
+    # --- evaluation, checkpoints, seed -----------------------------------------------------
+    eval_every: int = field(default=10, metadata=_meta("Evaluate on the dev split every N steps (0 = never).", "eval"))
+    eval_size: int = field(default=64, metadata=_meta("Dev examples per evaluation.", "eval"))
+    checkpoint_every: int = field(default=10, metadata=_meta(
+        "Write a resumable checkpoint every N steps (and at the end).", "eval"))
+    seed: int = field(default=0, metadata=_meta("Seed of data order, sampling and initialization.", "eval"))
+
+    def __post_init__(self):
+        self.rewards = [r if isinstance(r, RewardSpec) else _reward_from_dict(r) for r in self.rewards]
+        self._check_choices()
+        self._check_numbers()
+        self._check_combinations()
+
+    # --- validation --------------------------------------------------------------------------
+    def _check_choices(self):
+        for f in dataclasses.fields(self):
+            choices = _literal_choices(f.type)
+            value = getattr(self, f.name)
+            if choices and value not in choices:
+                raise ValueError(f"{f.name} must be one of {', '.join(map(repr, choices))}, not {value!r}.")
+
+    def _check_numbers(self):
+        positive = ["group_size", "rollouts_per_example", "examples_per_step", "steps", "micro_batch_size",
+                    "gradient_accumulation_steps", "ppo_epochs", "lora_r", "lora_alpha", "max_new_tokens",
+                    "max_context_length", "eval_size"]
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}.")
+        for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a whole number of at least 0, not {value!r}.")
+        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
+            raise ValueError(f"learning_rate must be positive, e.g. 1e-5; got {self.learning_rate!r}.")
+        for name in ("clip_eps_low", "clip_eps_high"):
+            value = getattr(self, name)
+            if not 0 < value < 1:
+                raise ValueError(f"{name} must be between 0 and 1 (typical: 0.2), not {value!r}.")
+        if self.kl_beta < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError("kl_beta and weight_decay must be >= 0 and max_grad_norm > 0.")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), not {self.lora_dropout!r}.")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 (use a small value like 0.01 for near-greedy), not {self.temperature!r}.")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], not {self.top_p!r}.")
+        if self.max_new_tokens >= self.max_context_length:
+            raise ValueError(
+                f"max_new_tokens ({self.max_new_tokens}) must be smaller than max_context_length "
+                f"({self.max_context_length}): the prompt needs room too."
+            )
+        if not self.lora_targets:
+            raise ValueError("lora_targets must name at least one module, e.g. ['q_proj', 'v_proj'].")
+
+    def _check_combinations(self):
+        if not self.rewards:
+            raise ValueError("at least one reward is needed, e.g. rewards = [{name = 'exact_match'}].")
+        names = [r.name for r in self.rewards]
+        if len(set(names)) != len(names):
+            raise ValueError(f"each reward may appear once; repeated: {sorted({n for n in names if names.count(n) > 1})}.")
+        for reward in self.rewards:
+            if reward.condition_on is not None and reward.condition_on not in names:
+                raise ValueError(
+                    f"reward {reward.name!r} is conditioned on {reward.condition_on!r}, which is not one of "
+                    f"the run's rewards ({', '.join(names)}): add it or remove the condition."
+                )
+        if self.estimator == "gdpo" and len(self.rewards) < 2:
+            raise ValueError(
+                "estimator 'gdpo' decouples the normalization of several rewards; with one reward it equals "
+                "GRPO with batch normalization. Add a second reward or choose estimator 'grpo'."
+            )
+        if self.group_size < 2:
+            raise ValueError("group_size must be at least 2: a group of one has no relative advantage.")
+        if self.strategy == "grpo" and self.rollouts_per_example != self.group_size:
+            raise ValueError(
+                f"with strategy 'grpo' every example's rollouts form its group: set rollouts_per_example "
+                f"({self.rollouts_per_example}) equal to group_size ({self.group_size}), or use strategy 'mmgrpo'."
+            )
+        if self.strategy != "mmgrpo" and self.teacher_rollouts:
+            raise ValueError("teacher_rollouts is an MMGRPO option: set strategy = 'mmgrpo' or remove it.")
+        if self.teacher_rollouts:
+            for name, count in self.teacher_rollouts.items():
+                if not isinstance(count, int) or count < 1:
+                    raise ValueError(f"teacher_rollouts[{name!r}] must be a whole number >= 1, not {count!r}.")
+            student = self.rollouts_per_example - sum(self.teacher_rollouts.values())
+            if student < 1:
+                raise ValueError(
+                    f"teacher rollouts ({sum(self.teacher_rollouts.values())}) leave no rollout for the student "
+                    f"out of rollouts_per_example={self.rollouts_per_example}: raise it or lower the teachers'."
+                )
+        if self.strategy == "mhgpo" and self.sampling == "rr":
+            if not self.fork_probabilities:
+                raise ValueError("sampling 'rr' needs fork_probabilities, one per agent, e.g. [0.7, 0.1, 0.2].")
+            if any(p < 0 for p in self.fork_probabilities):
+                raise ValueError(f"fork_probabilities must be >= 0, got {self.fork_probabilities}.")
+            total = sum(self.fork_probabilities)
+            if abs(total - 1) > 1e-6:
+                raise ValueError(
+                    f"fork_probabilities must sum to 1 (got {total:g}): one probability per agent, e.g. [0.7, 0.1, 0.2]."
+                )
+        elif self.fork_probabilities:
+            raise ValueError("fork_probabilities is an MHGPO round-robin option: set strategy='mhgpo', sampling='rr'.")
+        if self.strategy == "mhgpo" and self.rollouts_per_example != self.group_size:
+            raise ValueError(
+                f"MHGPO forks each question {self.group_size} ways (G): set rollouts_per_example equal to group_size."
+            )
+        if self.strategy == "mhgpo" and self.estimator == "gdpo":
+            raise ValueError(
+                "MHGPO propagates one scalar reward backwards through the agents (Eq. 4), so GDPO's "
+                "per-reward normalization does not apply: choose estimator 'grpo' with strategy 'mhgpo'."
+            )
+        if self.backend == "vllm" and self.device == "cpu":
+            raise ValueError("backend 'vllm' needs a GPU: choose device 'cuda' or 'auto', or backend 'hf'.")
+
+    def check_program_agents(self, modules: list[str]) -> None:
+        """Checks what depends on the program's modules (known only once it is resolved)."""
+        if self.strategy == "mhgpo" and self.sampling == "rr" and len(self.fork_probabilities) != len(modules):
+            raise ValueError(
+                f"fork_probabilities has {len(self.fork_probabilities)} entries but program {self.program!r} "
+                f"has {len(modules)} agents ({', '.join(modules)}): give one probability per agent."
+            )
+
+    # --- (de)serialization -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)} (see RunConfig.field_help()).")
+        return cls(**data)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> RunConfig:
+        """Loads a TOML file; a top-level `preset = "<name>"` starts from that preset."""
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+        preset = data.pop("preset", None)
+        if preset is not None:
+            return from_preset(preset, **data)
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RunConfig:
+        """A `.toml` file (see `from_toml`) or a `.json` file of fields."""
+        path = Path(path)
+        if path.suffix == ".json":
+            try:
+                return cls.from_dict(json.loads(path.read_text()))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: not valid JSON: {exc}") from None
+        return cls.from_toml(path)
+
+    def replace(self, **changes) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def field_help(cls) -> dict[str, dict[str, str]]:
+        """`{field: {"help": ..., "group": ...}}` for forms and `--help`."""
+        return {f.name: dict(f.metadata) for f in dataclasses.fields(cls) if f.metadata}
+
+
+def _reward_from_dict(data: dict[str, Any]) -> RewardSpec:
+    if not isinstance(data, dict):
+        raise ValueError(f"a reward must be a table like {{name = 'exact_match', weight = 1.0}}, not {data!r}.")
+    known = {f.name for f in dataclasses.fields(RewardSpec)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown reward keys: {', '.join(unknown)} (known: {', '.join(sorted(known))}).")
+    return RewardSpec(**data)
+
+
+def _literal_choices(annotation: Any) -> tuple | None:
+    # Annotations are strings under `from __future__ import annotations`; resolve the Literal ones.
+    text = str(annotation)
+    if not text.startswith("Literal["):
+        aliases = {"Strategy": Strategy, "Sampling": Sampling, "Estimator": Estimator}
+        if text in aliases:
+            return aliases[text].__args__
+        return None
+    return tuple(eval(text, {"Literal": Literal}).__args__)  # noqa: S307 - our own annotations only
+
+
+# --- presets reproducing each paper's setup -------------------------------------------------------
+PRESETS: dict[str, dict[str, Any]] = {
+    "mmgrpo-paper": {
+        "_title": "MMGRPO (Section 5.2): module-level groups, 750 steps x 4 examples x 12 rollouts",
+        "strategy": "mmgrpo", "padding": "fill",
+        "steps": 750, "examples_per_step": 4, "rollouts_per_example": 12, "group_size": 12,
+        "learning_rate": 1e-5, "gradient_accumulation_steps": 20, "micro_batch_size": 1,
+        "kl_beta": 0.01, "max_grad_norm": 0.1,  # qwen3-8b values; llama3.1-8b used 0.04 and 0.5
+        "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_context_length": 8192,
+        "lora_r": 16, "lora_alpha": 64, "lora_dropout": 0.05, "loss_aggregation": "sequence",
+    },
+    "mhgpo-fof": {
+        "_title": "MHGPO Fork-on-First (Table 2): G=4, batch 512, lr 1e-6, clip 0.2, beta 0.001, 176 steps",
+        "strategy": "mhgpo", "sampling": "fof", "group_size": 4, "rollouts_per_example": 4,
+        "examples_per_step": 512, "steps": 176, "learning_rate": 1e-6, "clip_eps_low": 0.2,
+        "clip_eps_high": 0.2, "top_p": 0.9, "kl_beta": 0.001, "loss_aggregation": "token",
+    },
+    "mhgpo-is": {
+        "_title": "MHGPO Independent Sampling (Table 2 settings)",
+        "strategy": "mhgpo", "sampling": "is", "group_size": 4, "rollouts_per_example": 4,
+        "examples_per_step": 512, "steps": 176, "learning_rate": 1e-6, "top_p": 0.9, "kl_beta": 0.001,
+        "loss_aggregation": "token",
+    },
+    "mhgpo-rr": {
+        "_title": "MHGPO Round-Robin (Table 2 settings, fork probabilities 0.7/0.1/0.2)",
+        "strategy": "mhgpo", "sampling": "rr", "fork_probabilities": [0.7, 0.1, 0.2], "group_size": 4,
+        "rollouts_per_example": 4, "examples_per_step": 512, "steps": 176, "learning_rate": 1e-6,
+        "top_p": 0.9, "kl_beta": 0.001, "loss_aggregation": "token",
+    },
+    "gdpo-toolrl": {
+        "_title": "GDPO tool calling (Appendix D): format + correctness, 4 rollouts, batch 512, lr 1e-6",
+        "estimator": "gdpo", "group_size": 4, "rollouts_per_example": 4, "examples_per_step": 512,
+        "steps": 100, "learning_rate": 1e-6, "kl_beta": 0.001, "max_new_tokens": 1024,
+        "max_context_length": 2048 + 1024,
+        "rewards": [{"name": "toolrl_format"}, {"name": "toolrl_correctness"}],
+    },
+    "gdpo-math": {
+        "_title": "GDPO math (Appendix E): correctness + conditioned length, 16 rollouts, clip 0.2/0.28",
+        "estimator": "gdpo", "group_size": 16, "rollouts_per_example": 16, "examples_per_step": 512,
+        "steps": 500, "learning_rate": 1e-6, "temperature": 1.0, "clip_eps_low": 0.2, "clip_eps_high": 0.28,
+        "kl_beta": 0.0005, "loss_aggregation": "token", "max_new_tokens": 8000, "max_context_length": 1024 + 8000,
+        "rewards": [{"name": "numeric_match"},
+                    {"name": "length", "params": {"limit": 4000}, "condition_on": "numeric_match", "threshold": 1.0}],
+    },
+}
+
+
+def preset_titles() -> dict[str, str]:
+    return {name: values["_title"] for name, values in PRESETS.items()}
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The field values of a preset (without its title)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}.")
+    return {k: v for k, v in PRESETS[name].items() if not k.startswith("_")}
+
+
+def from_preset(name: str, **overrides: Any) -> RunConfig:
+    """A config from a paper preset, with `overrides` (e.g. a smaller model or fewer steps)."""
+    return RunConfig.from_dict({**preset_values(name), **overrides})

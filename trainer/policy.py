@@ -1,0 +1,654 @@
+"""LoRA policy update for the GRPO family (MMGRPO, MHGPO, GDPO all share this step).
+
+Pieces, from the math outwards:
+
+- `clipped_policy_loss`: the per-token clipped surrogate of GRPO (MMGRPO Eq. 1 and its per-module
+  form Eq. 5; GDPO Eq. 3) with a k3 KL penalty and three ways to aggregate tokens.
+- `tokenize_examples` / `sequence_logprobs`: (prompt, completion, advantage) triples to padded
+  tensors, and the per-token log-probs of the completions under a model.
+- `lora_config` / `wrap_with_lora`: the adapter of MMGRPO Section 5 (r=16, alpha=64, dropout 0.05 on
+  q, k, v, o, up, down, gate).
+- `PolicyUpdater`: AdamW on the LoRA parameters, LR schedule, micro-batches with gradient
+  accumulation, grad-norm clipping, and a `state_dict` for exact resume.
+
+Shapes: B = sequences in a (micro-)batch, P = padded prompt width, C = padded completion width,
+V = vocabulary size. Log-prob tensors are completion-aligned, (B, C).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from torch import Tensor
+from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj")
+AGGREGATIONS = ("token", "sequence", "dr_grpo")
+SCHEDULERS = ("constant", "cosine")
+
+
+# --------------------------------------------------------------------------------------------------
+# LoRA
+# --------------------------------------------------------------------------------------------------
+
+
+def lora_config(
+    r: int = 16,
+    alpha: int = 64,
+    dropout: float = 0.05,
+    targets: Sequence[str] = DEFAULT_LORA_TARGETS,
+    *,
+    init_lora_weights: bool | str = True,
+) -> LoraConfig:
+    """The LoRA adapter of MMGRPO Section 5 (rank 16, alpha 64, dropout 0.05, all projections).
+
+    `init_lora_weights=True` is PEFT's default and the paper's setting: B = 0, so the adapter starts as
+    the identity and the very first update moves only the B matrices (A gets a zero gradient while
+    B = 0). `"orthogonal"` starts with A and B both non-zero but B @ A = 0 (needs an even rank).
+    """
+    return LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(targets),
+        bias="none",
+        task_type="CAUSAL_LM",
+        init_lora_weights=init_lora_weights,
+    )
+
+
+def wrap_with_lora(
+    model: torch.nn.Module,
+    *,
+    r: int = 16,
+    alpha: int = 64,
+    dropout: float = 0.05,
+    targets: Sequence[str] = DEFAULT_LORA_TARGETS,
+    init_lora_weights: bool | str = True,
+    seed: int | None = 0,
+) -> PeftModel:
+    """Wrap `model` with a fresh LoRA adapter; base weights are frozen, only `lora_` params train.
+
+    `seed` makes the random A init reproducible without touching the caller's RNG stream.
+    """
+    config = lora_config(r, alpha, dropout, targets, init_lora_weights=init_lora_weights)
+    with _seeded(seed):
+        return get_peft_model(model, config)
+
+
+def load_policy_model(
+    model_path: str | os.PathLike[str],
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    **lora_kwargs: Any,
+) -> tuple[PeftModel, Any]:
+    """Load a causal LM and its tokenizer from a folder or hub id, wrapped with LoRA. -> (model, tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    base = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype or torch.float32).to(device)
+    return wrap_with_lora(base, **lora_kwargs), tokenizer
+
+
+def lora_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """The trainable LoRA parameters by name (what the optimizer updates)."""
+    return {n: p for n, p in model.named_parameters() if p.requires_grad and "lora_" in n}
+
+
+# --------------------------------------------------------------------------------------------------
+# The clipped objective
+# --------------------------------------------------------------------------------------------------
+
+
+def clipped_policy_loss(
+    logp_new: Tensor,
+    logp_old: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    beta: float = 0.0,
+    logp_ref: Tensor | None = None,
+    aggregation: str = "token",
+    num_tokens: float | None = None,
+    num_sequences: float | None = None,
+    max_len: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Loss (to minimize) of the clipped GRPO objective, MMGRPO Eq. 1 / Eq. 5, GDPO Eq. 3.
+
+    Per token t of completion i, with ratio w = exp(logp_new - logp_old):
+
+        l_{i,t} = -min(w * A_i, clip(w, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_{i,t}
+        KL_{i,t} = exp(ref - new) - (ref - new) - 1          (k3 estimator, >= 0; DeepSeekMath)
+
+    Asymmetric clipping ("clip-higher", eps_high > eps_low) is DAPO's; GDPO's math runs use
+    0.2 / 0.28 (GDPO App. E). The papers state one eps: pass eps_low = eps_high for that.
+
+    Aggregation over the mask (the three papers differ here):
+      - "sequence": mean over each completion's tokens, then mean over completions. This is the
+        1/G sum_i 1/|o_i| sum_t of GRPO as written in MMGRPO Eq. 1/5 and GDPO Eq. 3.
+      - "token": sum over all tokens / number of tokens in the whole batch (DAPO's token-level loss;
+        GDPO Section 5 uses it for its math runs; TRL's default "dapo"). No length bias.
+      - "dr_grpo": sum over all tokens / (number of completions * a constant max length) (Dr. GRPO).
+    Under gradient accumulation pass the global `num_tokens` / `num_sequences` / `max_len` of the
+    whole batch so the micro-batch losses add up to the full-batch loss; they default to this batch's
+    mask sum, B, and C.
+
+    Shapes: logp_new, logp_old, logp_ref, mask: (B, C); advantages: (B,) one per completion (outcome
+    supervision, MMGRPO Eq. 2) or (B, C) per token. Returns the scalar loss and detached stats:
+    clip_low / clip_high (fraction of tokens where the clipped term is the active one, at the low or
+    high bound), ratio (mean w), kl (mean KL, when logp_ref is given), tokens (mask sum).
+
+    Worked example: one token, logp_new = logp_old, A = 1, beta = 0 -> w = 1, loss = -1.
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    if beta != 0.0 and logp_ref is None:
+        raise ValueError("beta != 0 needs logp_ref (log-probs under the reference policy)")
+    keep = mask.bool()  # (B, C)
+    weight = keep.to(logp_new.dtype)
+    adv = advantages.to(logp_new.dtype)
+    adv = adv.unsqueeze(1) if adv.dim() == 1 else adv  # (B, 1) or (B, C)
+
+    # Zero the log-ratio on padding before exp: padded log-probs may be -inf or garbage, and a NaN
+    # there would leak into the gradient even through a mask multiply.
+    log_ratio = torch.where(keep, logp_new - logp_old.detach(), torch.zeros_like(logp_new))  # (B, C)
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    per_token = -torch.minimum(ratio * adv, clipped * adv)  # (B, C)
+
+    kl = None
+    if logp_ref is not None:
+        delta = torch.where(keep, logp_ref.detach() - logp_new, torch.zeros_like(logp_new))  # (B, C)
+        kl = torch.exp(delta) - delta - 1.0
+        if beta != 0.0:
+            per_token = per_token + beta * kl
+    per_token = per_token * weight
+
+    batch, width = keep.shape
+    if aggregation == "token":
+        denom = num_tokens if num_tokens is not None else weight.sum().clamp(min=1.0)
+        loss = per_token.sum() / denom
+    elif aggregation == "sequence":
+        lengths = weight.sum(dim=1).clamp(min=1.0)  # (B,)
+        loss = (per_token.sum(dim=1) / lengths).sum() / (
+            num_sequences if num_sequences is not None else batch
+        )
+    else:  # dr_grpo
+        seqs = num_sequences if num_sequences is not None else batch
+        loss = per_token.sum() / (seqs * (max_len if max_len is not None else width))
+
+    with torch.no_grad():
+        n = weight.sum().clamp(min=1.0)
+        stats = {
+            "clip_low": (((ratio < 1.0 - eps_low) & (adv < 0)) & keep).sum() / n,
+            "clip_high": (((ratio > 1.0 + eps_high) & (adv > 0)) & keep).sum() / n,
+            "ratio": (ratio * weight).sum() / n,
+            "kl": (kl * weight).sum() / n if kl is not None else torch.zeros((), device=ratio.device),
+            "tokens": weight.sum(),
+        }
+    return loss, stats
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenization and log-probs
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyExample:
+    """One (prompt, completion, advantage) triple of a module-level group.
+
+    `completion_ids` are the exact sampled tokens when known (preferred: re-tokenizing the text can
+    give a different split). `old_logprobs` are the sampler's per-token log-probs of those tokens
+    under softmax(logits / temperature); when absent the updater recomputes them.
+    """
+
+    prompt: str
+    completion: str
+    advantage: float
+    completion_ids: Sequence[int] | None = None
+    old_logprobs: Sequence[float] | None = None
+
+
+def as_example(item: Any) -> PolicyExample:
+    """Accept a PolicyExample, a (prompt, completion, advantage) tuple, or any object with those fields."""
+    if isinstance(item, PolicyExample):
+        return item
+    if isinstance(item, tuple | list):
+        prompt, completion, advantage = item
+        return PolicyExample(prompt, completion, float(advantage))
+    return PolicyExample(
+        item.prompt,
+        item.completion,
+        float(item.advantage),
+        getattr(item, "completion_ids", None),
+        getattr(item, "old_logprobs", None),
+    )
+
+
+@dataclass
+class PolicyBatch:
+    """Padded tensors for a list of examples.
+
+    Layout of each row: [left padding][prompt][completion][right padding], so every prompt ends at
+    column P - 1 and every completion starts at column P. That lets one forward pass keep only the
+    last C + 1 logits (`logits_to_keep`) instead of all P + C.
+    """
+
+    input_ids: Tensor  # (B, P + C) long
+    attention_mask: Tensor  # (B, P + C) long
+    position_ids: Tensor  # (B, P + C) long, 0 at each row's first real token
+    completion_ids: Tensor  # (B, C) long
+    completion_mask: Tensor  # (B, C) float, 1 on real completion tokens
+    advantages: Tensor  # (B,) float
+    old_logprobs: Tensor | None  # (B, C) float when every example brought its own
+    num_truncated: int = 0  # examples cut to fit max_context_length
+
+    @property
+    def prompt_width(self) -> int:
+        return self.input_ids.shape[1] - self.completion_ids.shape[1]
+
+    def to(self, device: torch.device | str) -> PolicyBatch:
+        moved = {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in self.__dict__.items()}
+        return PolicyBatch(**moved)
+
+
+def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
+    """Prompt token ids, with the tokenizer's own special tokens (e.g. Llama's BOS). Samplers use this too."""
+    return tokenizer(prompt, add_special_tokens=True)["input_ids"]
+
+
+def encode_completion(tokenizer: Any, completion: str) -> list[int]:
+    return tokenizer(completion, add_special_tokens=False)["input_ids"]
+
+
+def tokenize_examples(
+    tokenizer: Any,
+    examples: Iterable[Any],
+    *,
+    max_context_length: int,
+    append_eos: bool = False,
+) -> PolicyBatch:
+    """Tokenize triples into a PolicyBatch; prompt tokens never enter the loss (completion mask only).
+
+    Over-long pairs are cut to `max_context_length`: the completion at the right (to at most
+    max_context_length - 1 tokens, one prompt token must condition it), then the prompt from the left
+    (its end is what the completion depends on most). MMGRPO instead filters such pairs out; a caller
+    that wants that should drop them before this point. `append_eos` adds EOS to text-only
+    completions (sampled `completion_ids` already carry the EOS the sampler emitted).
+    """
+    examples = [as_example(e) for e in examples]
+    if not examples:
+        raise ValueError("no examples to tokenize")
+    if max_context_length < 2:
+        raise ValueError("max_context_length must be at least 2 (one prompt and one completion token)")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    prompts, completions, olds, truncated = [], [], [], 0
+    for ex in examples:
+        p_ids = encode_prompt(tokenizer, ex.prompt)
+        if ex.completion_ids is not None:
+            c_ids = list(ex.completion_ids)
+        else:
+            c_ids = encode_completion(tokenizer, ex.completion)
+            if append_eos and tokenizer.eos_token_id is not None:
+                c_ids.append(tokenizer.eos_token_id)
+        if not p_ids:
+            raise ValueError(
+                "an empty prompt (with no BOS token) leaves nothing to condition the completion on"
+            )
+        if ex.old_logprobs is not None and len(ex.old_logprobs) != len(c_ids):
+            raise ValueError(
+                f"old_logprobs has {len(ex.old_logprobs)} entries for {len(c_ids)} completion tokens; "
+                "pass completion_ids with the sampler's log-probs"
+            )
+        old = list(ex.old_logprobs) if ex.old_logprobs is not None else None
+        if len(p_ids) + len(c_ids) > max_context_length:
+            truncated += 1
+            c_ids = c_ids[: max_context_length - 1]
+            old = old[: len(c_ids)] if old is not None else None
+            p_ids = p_ids[-(max_context_length - len(c_ids)) :]
+        prompts.append(p_ids)
+        completions.append(c_ids)
+        olds.append(old)
+
+    batch = len(examples)
+    p_width = max(len(p) for p in prompts)
+    c_width = max(1, max(len(c) for c in completions))
+    input_ids = torch.full((batch, p_width + c_width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((batch, p_width + c_width), dtype=torch.long)
+    completion_mask = torch.zeros((batch, c_width), dtype=torch.float32)
+    old_logprobs = torch.zeros((batch, c_width), dtype=torch.float32)
+    for i, (p_ids, c_ids) in enumerate(zip(prompts, completions, strict=True)):
+        start = p_width - len(p_ids)
+        input_ids[i, start:p_width] = torch.tensor(p_ids, dtype=torch.long)
+        input_ids[i, p_width : p_width + len(c_ids)] = torch.tensor(c_ids, dtype=torch.long)
+        attention_mask[i, start : p_width + len(c_ids)] = 1
+        completion_mask[i, : len(c_ids)] = 1.0
+        if olds[i] is not None:
+            old_logprobs[i, : len(c_ids)] = torch.tensor(olds[i], dtype=torch.float32)
+    # Positions count real tokens only, so a left-padded row sees the same positions as unpadded.
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+    return PolicyBatch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        completion_ids=input_ids[:, p_width:].clone(),
+        completion_mask=completion_mask,
+        advantages=torch.tensor([ex.advantage for ex in examples], dtype=torch.float32),
+        old_logprobs=old_logprobs if all(o is not None for o in olds) else None,
+        num_truncated=truncated,
+    )
+
+
+def sequence_logprobs(model: torch.nn.Module, batch: PolicyBatch, *, temperature: float = 1.0) -> Tensor:
+    """Per-token log-probs of the completion tokens: log softmax(logits / temperature)[token]. -> (B, C).
+
+    Dividing by the sampling temperature makes these the log-probs of the distribution the sampler
+    drew from (before top-k / top-p truncation), so the ratio of Eq. 1 compares like with like.
+    Padded completion positions hold finite junk; use `completion_mask`.
+    """
+    c_width = batch.completion_ids.shape[1]
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        logits_to_keep=c_width + 1,  # only the positions that predict completion tokens (+1, dropped)
+        use_cache=False,
+    )
+    logits = out.logits[:, :-1, :].float()  # (B, C, V); position P-1+t predicts completion token t
+    if temperature != 1.0:
+        logits = logits / temperature
+    token_logits = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)  # (B, C)
+    return token_logits - torch.logsumexp(logits, dim=-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# The updater
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class UpdateConfig:
+    """Hyper-parameters of one policy update (defaults: MMGRPO Section 5 where it states them)."""
+
+    learning_rate: float = 1e-5
+    """AdamW learning rate (MMGRPO: 1e-5)."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay on the LoRA parameters."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    eps_low: float = 0.2
+    """Lower clip range: ratios below 1 - eps_low stop pushing a negative-advantage token down."""
+    eps_high: float = 0.2
+    """Upper clip range; 0.28 with eps_low 0.2 is DAPO's clip-higher (GDPO App. E)."""
+    beta: float = 0.0
+    """KL coefficient against the adapter-free reference (MMGRPO: 0.01 for Qwen3, 0.04 for Llama 3.1)."""
+    aggregation: str = "token"
+    """'token' (DAPO), 'sequence' (GRPO as written in MMGRPO Eq. 1/5) or 'dr_grpo'; see clipped_policy_loss."""
+    temperature: float = 1.0
+    """Sampling temperature; log-probs are taken of softmax(logits / temperature) (MMGRPO: 0.6)."""
+    micro_batch_size: int = 4
+    """Sequences per forward/backward; gradients accumulate over micro-batches into one step."""
+    num_iterations: int = 1
+    """Optimizer steps on the same batch (GRPO's mu). With 1 the ratio is 1 and clipping never binds."""
+    max_grad_norm: float | None = 1.0
+    """Clip the total gradient norm (MMGRPO: 0.1 for Qwen3, 0.5 for Llama 3.1); None disables."""
+    scheduler: str = "constant"
+    """'constant' (after warmup) or 'cosine' (decays to 0 at total_steps)."""
+    warmup_steps: int = 0
+    """Linear warmup over this many optimizer steps."""
+    total_steps: int | None = None
+    """Optimizer steps of the whole run; required by the cosine schedule."""
+    max_context_length: int = 8192
+    """Prompt + completion tokens per example (MMGRPO: 8192); longer pairs are cut."""
+    dr_grpo_max_len: int | None = None
+    """The Dr. GRPO constant; None uses the longest completion of each update batch."""
+    append_eos: bool = False
+    """Append EOS to completions given as text only."""
+    seed: int = 0
+    """Seeds the dropout RNG of each update from (seed, update index), so a resumed run is exact."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form notes carried into the state dict (not used by the update)."""
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {self.scheduler!r}")
+        if self.scheduler == "cosine" and not self.total_steps:
+            raise ValueError("scheduler='cosine' needs total_steps (optimizer steps of the whole run)")
+        if not (0.0 <= self.eps_low < 1.0) or self.eps_high < 0.0:
+            raise ValueError(
+                "clip ranges need 0 <= eps_low < 1 and eps_high >= 0 (typical: 0.2 and 0.2 or 0.28)"
+            )
+        if self.temperature <= 0.0:
+            raise ValueError("temperature must be > 0; for greedy sampling train with temperature=1.0")
+        if self.micro_batch_size < 1 or self.num_iterations < 1:
+            raise ValueError("micro_batch_size and num_iterations must be >= 1")
+        if self.beta < 0.0:
+            raise ValueError("beta must be >= 0 (0 disables the KL penalty and the reference pass)")
+
+
+class PolicyUpdater:
+    """One LoRA policy: AdamW on its adapter, an LR schedule, and `update(examples) -> stats`."""
+
+    def __init__(self, model: PeftModel, tokenizer: Any, config: UpdateConfig | None = None) -> None:
+        if not isinstance(model, PeftModel):
+            raise TypeError("PolicyUpdater needs a PEFT model; wrap the base model with wrap_with_lora()")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config or UpdateConfig()
+        params = lora_parameters(model)
+        others = [n for n, p in model.named_parameters() if p.requires_grad and n not in params]
+        if not params or others:
+            raise ValueError(f"expected only LoRA parameters to be trainable; also trainable: {others[:5]}")
+        self._params = list(params.values())
+        cfg = self.config
+        self.optimizer = torch.optim.AdamW(
+            self._params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
+        )
+        if cfg.scheduler == "cosine":
+            self.scheduler = get_cosine_schedule_with_warmup(
+                self.optimizer, cfg.warmup_steps, cfg.total_steps
+            )
+        else:
+            self.scheduler = get_constant_schedule_with_warmup(self.optimizer, cfg.warmup_steps)
+        self.updates = 0  # update() calls
+        self.optimizer_steps = 0
+        self._last_lr = self.scheduler.get_last_lr()[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self._params[0].device
+
+    def update(self, examples: Sequence[Any]) -> dict[str, float]:
+        """One policy update on a batch of triples; returns scalar stats.
+
+        Old log-probs (the denominator of the ratio) are computed once, without gradient, before the
+        first optimizer step unless every example brings its own; reference log-probs (adapter
+        disabled) only when beta > 0. Both use eval mode, the same mode the sampler draws in; the
+        training passes use train mode, so LoRA dropout makes the ratio fluctuate slightly around 1.
+        """
+        cfg = self.config
+        started = time.perf_counter()
+        examples = [as_example(e) for e in examples]
+        if not examples:
+            raise ValueError("update() needs at least one example")
+        micro = [
+            tokenize_examples(
+                self.tokenizer,
+                examples[i : i + cfg.micro_batch_size],
+                max_context_length=cfg.max_context_length,
+                append_eos=cfg.append_eos,
+            ).to(self.device)
+            for i in range(0, len(examples), cfg.micro_batch_size)
+        ]
+        # Global normalizers, so the accumulated micro-batch losses equal the full-batch loss.
+        num_tokens = sum(float(mb.completion_mask.sum()) for mb in micro)
+        max_len = cfg.dr_grpo_max_len or max(int(mb.completion_mask.sum(1).max()) for mb in micro)
+        norm = {"num_tokens": max(num_tokens, 1.0), "num_sequences": float(len(examples)), "max_len": max_len}
+
+        totals: dict[str, float] = {}
+        with _seeded(cfg.seed * 1_000_003 + self.updates, self.device):
+            olds, refs = self._frozen_logprobs(micro)
+            for _ in range(cfg.num_iterations):
+                step = self._optimizer_step(micro, olds, refs, norm)
+                for k, v in step.items():
+                    totals[k] = totals.get(k, 0.0) + v
+        self.model.eval()
+        self.updates += 1
+
+        elapsed = time.perf_counter() - started
+        stats = {k: v / cfg.num_iterations for k, v in totals.items()}
+        all_tokens = sum(int(mb.attention_mask.sum()) for mb in micro)
+        stats.update(
+            lr=self._last_lr,
+            tokens=float(all_tokens),
+            completion_tokens=num_tokens,
+            tokens_per_s=all_tokens * cfg.num_iterations / max(elapsed, 1e-9),
+            seconds=elapsed,
+            truncated=float(sum(mb.num_truncated for mb in micro)),
+            update=float(self.updates),
+        )
+        return stats
+
+    def _frozen_logprobs(self, micro: list[PolicyBatch]) -> tuple[list[Tensor], list[Tensor | None]]:
+        cfg = self.config
+        self.model.eval()
+        olds, refs = [], []
+        with torch.no_grad():
+            for mb in micro:
+                old = mb.old_logprobs
+                if old is None:
+                    old = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
+                olds.append(old)
+                ref = None
+                if cfg.beta > 0.0:
+                    with self.model.disable_adapter():
+                        ref = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
+                refs.append(ref)
+        return olds, refs
+
+    def _optimizer_step(
+        self, micro: list[PolicyBatch], olds: list[Tensor], refs: list[Tensor | None], norm: dict[str, float]
+    ) -> dict[str, float]:
+        cfg = self.config
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        weighted = {"clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0}
+        for mb, old, ref in zip(micro, olds, refs, strict=True):
+            new = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
+            loss, st = clipped_policy_loss(
+                new, old, mb.advantages, mb.completion_mask,
+                eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta, logp_ref=ref,
+                aggregation=cfg.aggregation, **norm,
+            )  # fmt: skip
+            loss.backward()
+            loss_sum += float(loss.detach())
+            share = float(st["tokens"]) / norm["num_tokens"]
+            for k in weighted:
+                weighted[k] += float(st[k]) * share
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self._params, max_norm))
+        self._last_lr = self.scheduler.get_last_lr()[0]
+        skipped = not math.isfinite(grad_norm)
+        if skipped:
+            # A NaN/inf gradient would poison AdamW's moments for good; drop this step instead.
+            self.optimizer.zero_grad(set_to_none=True)
+        else:
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer_steps += 1
+        return {
+            "loss": loss_sum,
+            **weighted,
+            "clip_fraction": weighted["clip_low"] + weighted["clip_high"],
+            "grad_norm": grad_norm,
+            "skipped_steps": float(skipped),
+        }
+
+    # ---- state ------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """A snapshot (deep copy, CPU tensors) of everything an exact resume needs.
+
+        Adapter weights, AdamW moments, scheduler position, update counters and the config. The RNG
+        is not needed: each update seeds its own dropout stream from (config.seed, update index).
+        """
+        adapter = {
+            k: v.detach().to("cpu", copy=True) for k, v in get_peft_model_state_dict(self.model).items()
+        }
+        return {
+            "adapter": adapter,
+            # Copy: AdamW updates its moment tensors in place, which would silently change a snapshot.
+            "optimizer": _to_cpu(copy.deepcopy(self.optimizer.state_dict())),
+            "scheduler": copy.deepcopy(self.scheduler.state_dict()),
+            "updates": self.updates,
+            "optimizer_steps": self.optimizer_steps,
+            "config": asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a `state_dict()` snapshot into this updater (same model architecture and LoRA setup)."""
+        result = set_peft_model_state_dict(self.model, state["adapter"])
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise ValueError(f"adapter state does not fit this model: unexpected keys {unexpected[:5]}")
+        # Optimizer.load_state_dict casts the moments to each parameter's device and dtype.
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.updates = int(state["updates"])
+        self.optimizer_steps = int(state["optimizer_steps"])
+
+    def save_adapter(self, path: str | os.PathLike[str]) -> Path:
+        """Write the adapter (PEFT format, what vLLM's LoRARequest loads) atomically into `path`."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        try:
+            self.model.save_pretrained(tmp)
+            if path.exists():
+                shutil.rmtree(path)
+            os.rename(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, Tensor):
+        return obj.to("cpu")
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, device: torch.device | None = None):
+    """Run a block under a fixed torch seed, restoring the caller's RNG state afterwards."""
+    if seed is None:
+        yield
+        return
+    devices = [device] if device is not None and device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield

@@ -1,0 +1,7 @@
+"""LM programs: each declares its modules (prompt + parser) and runs its control flow as a
+`trainer.sampling.AgentProgram`, so every strategy (GRPO, MMGRPO, MHGPO) can roll it out."""
+
+from trainer.programs import banking77, gsm8k, hover, search, toolcall, toy  # noqa: F401  (register them)
+from trainer.programs.registry import PROGRAMS, get_program, list_programs, program_info, register_program
+
+__all__ = ["PROGRAMS", "get_program", "list_programs", "program_info", "register_program"]

@@ -1,0 +1,25 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels.
+
+Websockets pass the Origin check first (a page of another site cannot open a socket with the
+user's cookies), then session authentication; each consumer checks the user may see the object.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+django_asgi_app = get_asgi_application()  # sets Django up before the routing imports models
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from webapp.runs.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

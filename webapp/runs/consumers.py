@@ -1,0 +1,46 @@
+"""Websocket consumer of a run's live notices."""
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.http import Http404
+
+from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
+from webapp.runs.selectors import run_get_for_user
+
+# Application close codes (4000-4999): the browser can tell "log in again" from "no such run".
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    """Joins `run-<id>` after checking the user may see that run, then forwards its notices."""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            run = await database_sync_to_async(run_get_for_user)(user, self.scope["url_route"]["kwargs"]["run_id"])
+        except Http404:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group_name = run_group_name(run.pk)
+        await self.channel_layer.group_add(self.group_name, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if getattr(self, "group_name", None):
+            await self.channel_layer.group_discard(self.group_name, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        # The socket is one-way; commands go through HTTP where CSRF and forms apply.
+        pass
+
+    async def run_step(self, event):
+        notice: StepNotice = event["notice"]
+        await self.send_json(notice)
+
+    async def run_status(self, event):
+        notice: StatusNotice = event["notice"]
+        await self.send_json(notice)

@@ -1,0 +1,293 @@
+"""Programs, tasks, runs and everything a run records (DESIGN.md "Data model").
+
+A run's training events are keyed by (run, attempt, step): a resumed run is attempt n+1, and
+re-shipping a step that is already stored is a no-op (idempotent ingest).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Program(models.Model):
+    """An LM program registered in code (`trainer/programs/`), mirrored here by a sync step."""
+
+    name = models.SlugField(max_length=100, unique=True, help_text="Registry name in trainer.programs.")
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    modules = models.JSONField(default=list, help_text="Module names in the order the program calls them.")
+    is_active = models.BooleanField(default=True, help_text="False once the program left the registry.")
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.title or self.name
+
+
+class Task(models.Model):
+    """A dataset, a program and how to reward it: what a run trains on."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    program = models.ForeignKey(Program, on_delete=models.PROTECT, related_name="tasks")
+    dataset = models.ForeignKey(
+        "datasets.Dataset",
+        on_delete=models.PROTECT,
+        related_name="tasks",
+        null=True,
+        blank=True,
+        help_text="Empty for tasks whose examples are generated in code (the toy task).",
+    )
+    rewards = models.JSONField(
+        default=list,
+        help_text='Reward specification: [{"name": ..., "weight": 1.0, "params": {}, '
+        '"condition": {"on": <reward>, "threshold": t} | null}].',
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.title or self.name
+
+
+class InvalidTransition(Exception):
+    """A run was asked to move between two states the state machine does not connect."""
+
+
+class Run(models.Model):
+    """One training run.
+
+    State machine (the only place transitions are defined; `transition` enforces it)::
+
+        queued ──> running ──> succeeded
+          │           │──────> failed
+          │           │──────> interrupted ──> queued (resume, attempt n+1)
+          │           └──────> cancelling ──> cancelled | succeeded | failed
+          └──> cancelled | failed (could not be enqueued)
+        interrupted, failed ──> queued (resume) ; interrupted ──> cancelled
+
+    `running -> interrupted` is the reaper's move when the heartbeat goes stale (worker lost).
+    `cancelling` is cooperative: the trainer stops at the next step boundary.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        CANCELLING = "cancelling"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        INTERRUPTED = "interrupted"
+
+    TRANSITIONS: dict[str, frozenset[str]] = {
+        State.QUEUED: frozenset({State.RUNNING, State.CANCELLED, State.FAILED}),
+        State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLING, State.INTERRUPTED}),
+        State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED}),
+        State.INTERRUPTED: frozenset({State.QUEUED, State.CANCELLED}),
+        State.FAILED: frozenset({State.QUEUED}),
+        State.SUCCEEDED: frozenset(),
+        State.CANCELLED: frozenset(),
+    }
+    ACTIVE_STATES = frozenset({State.QUEUED, State.RUNNING, State.CANCELLING})
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
+    name = models.CharField(max_length=200, blank=True)
+    config = models.JSONField(help_text="The validated trainer.config.RunConfig, as JSON.")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    attempt = models.PositiveIntegerField(default=1)
+    current_step = models.PositiveIntegerField(default=0)
+    total_steps = models.PositiveIntegerField(default=0)
+    best_reward = models.FloatField(null=True, blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0, help_text="Highest StepMetric.seq stored.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="Host and pid of the claiming worker.")
+    checkpoint_dir = models.CharField(max_length=1000, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
+            models.Index(fields=["state", "heartbeat_at"], name="run_state_heartbeat"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="run_attempt_positive"),
+        ]
+
+    def __str__(self):
+        return self.name or f"run {self.pk}"
+
+    @classmethod
+    def check_transition(cls, source: str, target: str) -> None:
+        if target not in cls.TRANSITIONS.get(source, frozenset()):
+            allowed = ", ".join(sorted(cls.TRANSITIONS.get(source, ()))) or "none (final state)"
+            raise InvalidTransition(f"A run cannot go from {source!r} to {target!r}; from {source!r}: {allowed}.")
+
+    def transition(self, target: str, **changes) -> bool:
+        """Move to `target` with a compare-and-set UPDATE on the current state.
+
+        Raises InvalidTransition when the state machine forbids the move. Returns False (and
+        changes nothing) when another process moved the run first; True after a successful move,
+        with this instance refreshed.
+        """
+        source = self.state
+        self.check_transition(source, target)
+        updated = Run.objects.filter(pk=self.pk, state=source).update(state=target, **changes)
+        self.refresh_from_db()
+        return updated == 1
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+
+class StepMetric(models.Model):
+    """The scalar metrics of one training step: one row per (run, attempt, step).
+
+    `seq` increases with every stored row of a run, so a browser can ask for "everything after
+    the last seq I saw" across attempts. Per-module series use keys like `group_var/rewriter`.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="step_metrics")
+    attempt = models.PositiveIntegerField()
+    step = models.PositiveIntegerField()
+    seq = models.PositiveBigIntegerField()
+    metrics = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt", "step"], name="stepmetric_unique_step"),
+            models.UniqueConstraint(fields=["run", "seq"], name="stepmetric_unique_seq"),
+        ]
+
+    def __str__(self):
+        return f"run {self.run_id} step {self.step} (attempt {self.attempt})"
+
+
+class Rollout(models.Model):
+    """One trajectory of the program on one example, at one step."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts")
+    attempt = models.PositiveIntegerField()
+    step = models.PositiveIntegerField()
+    index = models.PositiveIntegerField(help_text="Position of the rollout within its step.")
+    example_id = models.CharField(max_length=200)
+    parent = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children",
+        help_text="The rollout this one was forked from (MHGPO sampling trees).",
+    )
+    teacher = models.CharField(max_length=200, blank=True, help_text="Empty for the student program.")
+    fork_point = models.CharField(max_length=100, blank=True, help_text="Agent at which it was forked.")
+    sampling = models.JSONField(default=dict, help_text="Other sampling info (group id, temperature, ...).")
+    final_output = models.JSONField(null=True, blank=True)
+    reward_components = models.JSONField(default=dict)
+    total_reward = models.FloatField(null=True, blank=True)
+    failed = models.BooleanField(default=False, help_text="A module's output failed to parse.")
+
+    class Meta:
+        ordering = ["run", "attempt", "step", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt", "step", "index"], name="rollout_unique_index"),
+        ]
+        indexes = [models.Index(fields=["run", "step", "example_id"], name="rollout_step_example")]
+
+    def __str__(self):
+        return f"rollout {self.index} of {self.example_id} at step {self.step}"
+
+
+class ModuleCall(models.Model):
+    """One module invocation inside a rollout, in call order."""
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="calls")
+    position = models.PositiveIntegerField(help_text="Order of the call within its rollout.")
+    module = models.CharField(max_length=100)
+    invocation_index = models.PositiveIntegerField(help_text="How many earlier calls of this module.")
+    prompt = models.TextField()
+    completion = models.TextField()
+    parsed_ok = models.BooleanField(default=True)
+    specific_reward = models.FloatField(default=0.0, help_text="Agent-specific reward (e.g. format penalty).")
+    propagated_reward = models.FloatField(null=True, blank=True)
+    advantage = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rollout", "position"]
+        constraints = [
+            # Also the index for "a rollout's calls in order".
+            models.UniqueConstraint(fields=["rollout", "position"], name="modulecall_unique_position"),
+        ]
+
+    def __str__(self):
+        return f"{self.module}[{self.invocation_index}]"
+
+
+class Group(models.Model):
+    """One module-level group of a step: the calls whose advantages were normalized together."""
+
+    class Kind(models.TextChoices):
+        HOMOGENEOUS = "homogeneous"
+        HETEROGENEOUS = "heterogeneous"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="groups")
+    attempt = models.PositiveIntegerField()
+    step = models.PositiveIntegerField()
+    index = models.PositiveIntegerField(help_text="Position of the group within its step.")
+    module = models.CharField(max_length=100)
+    invocation_index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.HOMOGENEOUS)
+    example_id = models.CharField(max_length=200, blank=True)
+    size = models.PositiveIntegerField()
+    reward_mean = models.FloatField(null=True, blank=True)
+    reward_var = models.FloatField(null=True, blank=True)
+    similarity = models.FloatField(null=True, blank=True, help_text="Mean pairwise token F1 of completions.")
+    distinct_advantages = models.PositiveIntegerField(null=True, blank=True)
+    distinct_reward_vectors = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "attempt", "step", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt", "step", "index"], name="group_unique_index"),
+        ]
+        indexes = [models.Index(fields=["run", "step", "module"], name="group_step_module")]
+
+    def __str__(self):
+        return f"{self.module}[{self.invocation_index}] group {self.index} at step {self.step}"
+
+
+class GroupMember(models.Model):
+    """A member of a group: a module call, possibly a padding copy (MMGRPO PadGroups)."""
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="members")
+    position = models.PositiveIntegerField()
+    call = models.ForeignKey(ModuleCall, on_delete=models.CASCADE, related_name="memberships")
+    padded = models.BooleanField(default=False, help_text="Added by PadGroups `fill` (not sampled here).")
+    duplicated = models.BooleanField(default=False, help_text="A repeat chosen by up-sampling.")
+    reward = models.FloatField(null=True, blank=True)
+    reward_components = models.JSONField(default=dict)
+    advantage = models.FloatField(null=True, blank=True)
+    component_advantages = models.JSONField(
+        default=dict, help_text="Per-reward normalized advantages (GDPO Eq. 4) before the weighted sum."
+    )
+
+    class Meta:
+        ordering = ["group", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "position"], name="groupmember_unique_position"),
+        ]
+
+    def __str__(self):
+        return f"member {self.position} of group {self.group_id}"

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from webapp.runs import views
+
+app_name = "runs"
+
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("runs/<int:run_id>/", views.run_detail, name="detail"),
+    path("runs/<int:run_id>/metrics.json", views.run_metrics, name="metrics"),
+]

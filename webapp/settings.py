@@ -1,0 +1,218 @@
+"""Settings, read from the environment (django-environ).
+
+`DJANGO_ENV` selects the profile: `development` (default: DEBUG on, embedded defaults) or
+`production` (DEBUG off, `SECRET_KEY` and `ALLOWED_HOSTS` required, HTTPS hardening on).
+`DATABASE_URL` defaults to a SQLite file under `var/`; `REDIS_URL` defaults to the Redis server
+started by the embedded stack (`python -m webapp.stack up`). See README.md "Configuration".
+"""
+
+from pathlib import Path
+
+import environ
+import plotly
+from django.core.exceptions import ImproperlyConfigured
+
+from webapp.paths import BASE_DIR, EMBEDDED_REDIS_URL_FILE, VAR_DIR
+
+env = environ.Env()
+
+DJANGO_ENV = env.str("DJANGO_ENV", default="development")
+if DJANGO_ENV not in ("development", "production"):
+    raise ImproperlyConfigured(f"DJANGO_ENV must be 'development' or 'production', not {DJANGO_ENV!r}.")
+PRODUCTION = DJANGO_ENV == "production"
+
+DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+
+if PRODUCTION:
+    try:
+        SECRET_KEY = env.str("SECRET_KEY")
+    except ImproperlyConfigured:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DJANGO_ENV=production: set it to a random string of at "
+            "least 50 characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(64))'."
+        ) from None
+    ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
+    if not ALLOWED_HOSTS:
+        raise ImproperlyConfigured(
+            "ALLOWED_HOSTS is required when DJANGO_ENV=production: a comma-separated list of the "
+            "host names the dashboard is served under, e.g. ALLOWED_HOSTS=cohort.example.org."
+        )
+else:
+    # Development only: a fixed key is fine on a laptop, never in production (checked above).
+    SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-cohort-development-key-not-for-production")
+    ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "webapp.runs",
+    "webapp.datasets",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page and endpoint requires login unless its view is marked @login_not_required.
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cohort.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded stack has a web server and a worker writing at once: WAL lets readers proceed
+    # during a write, IMMEDIATE takes the write lock up front instead of failing mid-transaction.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+    # Tests share their database with a real worker and server process, so it must be a file.
+    _db["TEST"] = {"NAME": str(VAR_DIR / "test-cohort.sqlite3")}
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    _db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+    _db["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+
+# --- Redis: Celery broker and results, channel layer -------------------------------------------
+def _default_redis_url() -> str:
+    if EMBEDDED_REDIS_URL_FILE.exists():
+        return EMBEDDED_REDIS_URL_FILE.read_text().strip()
+    # Nothing started yet: point at the conventional local port; /healthz reports it if absent.
+    return "redis://127.0.0.1:6379/0"
+
+
+REDIS_URL = env.str("REDIS_URL", default="") or _default_redis_url()
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL must be a redis://, rediss:// or unix:// URL, not {REDIS_URL!r}.")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="cohort")},
+    }
+}
+
+# Celery: see docs/celery.md for why these settings fit multi-hour GPU tasks.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"workers.tasks.run_train_task": {"queue": "gpu"}}
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_REJECT_ON_WORKER_LOST = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=12 * 3600),
+}
+CELERY_RESULT_EXPIRES = 24 * 3600
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# A run whose supervisor has not sent a heartbeat for this long is marked interrupted (resumable).
+COHORT_HEARTBEAT_TIMEOUT_S = env.int("COHORT_HEARTBEAT_TIMEOUT_S", default=60)
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {"task": "workers.tasks.reap_stale_runs_task", "schedule": 15.0},
+}
+
+# --- Auth -----------------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files: WhiteNoise; Plotly.js comes from the installed plotly package, no CDN ------
+STATIC_URL = "static/"
+# collectstatic target (production, Docker image); development serves from the finders.
+STATIC_ROOT = BASE_DIR / "staticfiles" if PRODUCTION else None
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "webapp.staticfinders.PlotlyJsFinder",
+]
+PLOTLY_JS_PATH = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+# --- Where runs keep their event logs and checkpoints ---------------------------------------
+COHORT_RUNS_DIR = env.path("COHORT_RUNS_DIR", default=str(VAR_DIR / "runs"))
+
+# --- Production hardening (passes `manage.py check --deploy --fail-level WARNING`) ------------
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    X_FRAME_OPTIONS = "DENY"
+    # /healthz is probed over plain HTTP by load balancers and compose healthchecks.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

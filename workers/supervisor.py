@@ -1,0 +1,184 @@
+"""The run supervisor: the Celery task's body, where the trainer meets the web app.
+
+Training runs in a subprocess (`python -m trainer train`), never inside the forked Celery worker (no
+CUDA or vLLM state in a fork). The trainer writes its event log first; the supervisor tails it,
+ships new step events to the database with the idempotent ingest, then notifies the run's websocket
+group. If the database is unreachable, shipping retries on the next tick from the same log offset,
+so nothing is lost. A heartbeat keeps the run from being reaped; a cancel request in the database
+becomes the trainer's STOP file, checked at the next step boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections
+
+from trainer.cli import STOP_FILE
+from webapp.runs.ingest import step_events_ingest
+from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
+from webapp.runs.models import Run
+from webapp.runs.services import run_claim, run_discard_steps_after, run_finish, run_heartbeat
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.5
+HEARTBEAT_EVERY_S = 5.0
+
+
+def run_dir_for(run_id: int) -> Path:
+    return Path(settings.COHORT_RUNS_DIR) / f"run-{run_id}"
+
+
+class EventTail:
+    """Reads complete new lines of the event log from a byte offset (a torn last line waits)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+
+    def read_new(self) -> tuple[list[dict[str, Any]], int]:
+        """(events, offset after them); the caller commits the offset once they are stored."""
+        if not self.path.exists():
+            return [], self.offset
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        end = data.rfind(b"\n") + 1
+        events = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+        return events, self.offset + end
+
+
+def notify(run_id: int, message: dict[str, Any]) -> None:
+    """Best effort: the websocket is a notification channel; a lost notice is refetched by the page."""
+    try:
+        kind = "run.step" if message["type"] == "step" else "run.status"
+        async_to_sync(get_channel_layer().group_send)(run_group_name(run_id), {"type": kind, "notice": message})
+    except Exception:  # Redis down must never stop training or shipping
+        log.warning("could not notify run %s watchers", run_id, exc_info=True)
+
+
+class Supervisor:
+    def __init__(self, run: Run):
+        self.run = run
+        self.run_dir = run_dir_for(run.pk)
+        self.tail = EventTail(self.run_dir / "events.jsonl")
+        self.final_status: dict[str, Any] | None = None
+        self.last_heartbeat = 0.0
+        self.stderr_path = self.run_dir / f"attempt-{run.attempt}.log"
+
+    def command(self) -> list[str]:
+        config_path = self.run_dir / "config.json"
+        config_path.write_text(json.dumps(self.run.config))
+        argv = [sys.executable, "-m", "trainer", "train", "--config", str(config_path), "--run-dir",
+                str(self.run_dir), "--quiet", "--attempt", str(self.run.attempt)]
+        if self.run.attempt > 1:
+            argv.append("--resume")
+        return argv
+
+    def ship(self) -> None:
+        """Store new events; on a database error keep the offset and try again next tick."""
+        events, offset = self.tail.read_new()
+        if not events:
+            return
+        try:
+            close_old_connections()
+            for event in events:
+                if event.get("type") == "status" and event.get("state") == "running":
+                    run_discard_steps_after(self.run, attempt=int(event["attempt"]), step=int(event.get("step", 0)))
+            stored = step_events_ingest(self.run, [e for e in events if e.get("type") == "step"])
+        except (OperationalError, InterfaceError):  # an outage; any other error is a bug and fails the run
+            log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)
+            return
+        self.tail.offset = offset
+        for event in events:
+            if event.get("type") == "status" and event.get("state") != "running":
+                self.final_status = event
+        for metric in stored:
+            notice: StepNotice = {"type": "step", "run": self.run.pk, "seq": metric.seq, "step": metric.step,
+                                  "metrics": metric.metrics}
+            notify(self.run.pk, notice)
+
+    def heartbeat(self) -> str | None:
+        try:
+            close_old_connections()
+            return run_heartbeat(self.run.pk)
+        except (OperationalError, InterfaceError):
+            return None
+
+    def supervise(self) -> str:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / STOP_FILE).unlink(missing_ok=True)
+        with open(self.stderr_path, "ab") as err:
+            process = subprocess.Popen(self.command(), stdout=err, stderr=err, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            while process.poll() is None:
+                self.tick()
+                time.sleep(TICK_S)
+        finally:
+            if process.poll() is None:  # the Celery task itself is being stopped
+                os.killpg(process.pid, signal.SIGTERM)
+        # The database may still be away: keep shipping until the whole log is stored.
+        while True:
+            self.ship()
+            events, offset = self.tail.read_new()
+            if not events and offset == self.tail.offset:
+                break
+            self.heartbeat()
+            time.sleep(1.0)
+        return self.finish(process.returncode)
+
+    def tick(self) -> None:
+        self.ship()
+        if time.monotonic() - self.last_heartbeat >= HEARTBEAT_EVERY_S:
+            state = self.heartbeat()
+            if state is not None:
+                self.last_heartbeat = time.monotonic()
+            if state == Run.State.CANCELLING:
+                (self.run_dir / STOP_FILE).touch()
+
+    def finish(self, returncode: int) -> str:
+        status = (self.final_status or {}).get("state")
+        if status in ("succeeded", "cancelled"):
+            state = status
+            error = ""
+        elif status is None and returncode < 0:
+            # Killed by a signal (OOM killer, kill -9) before it could report: lost, not broken.
+            state = Run.State.INTERRUPTED
+            error = f"the training process was killed by signal {-returncode}; resume continues from its checkpoint"
+        else:
+            state = Run.State.FAILED
+            error = (self.final_status or {}).get("error") or self._stderr_tail() or f"trainer exited with {returncode}"
+        run_finish(self.run, state, error=error)
+        self.run.refresh_from_db()
+        notice: StatusNotice = {"type": "status", "run": self.run.pk, "state": self.run.state,
+                                "current_step": self.run.current_step, "error": self.run.error}
+        notify(self.run.pk, notice)
+        return self.run.state
+
+    def _stderr_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+
+def supervise_run(run_id: int) -> str:
+    """Claims the run (a second delivery of the same message claims nothing) and trains it."""
+    run = run_claim(run_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    if run is None:
+        return "not claimed"
+    return Supervisor(run).supervise()
