@@ -53,9 +53,12 @@ def start_stack(var_dir, port):
 def run_once(var_dir) -> str:
     port = free_port()
     process, log = start_stack(var_dir, port)
+    log_path = var_dir.parent / f"stack-{port}.log"
     try:
         base = f"http://127.0.0.1:{port}"
-        status, body = wait_for(lambda: get(f"{base}/healthz"), 180, "/healthz")
+        # The ready line is what a user waits for; /healthz alone can answer a moment before it.
+        wait_for(lambda: "Cohort is running at" in log_path.read_text(), 180, "the ready line")
+        status, body = get(f"{base}/healthz")
         assert status == 200 and json.loads(body) == {"status": "ok", "database": "ok", "redis": "ok"}
         status, body = get(f"{base}/login/")
         assert status == 200 and "Log in to Cohort" in body
@@ -70,7 +73,7 @@ def run_once(var_dir) -> str:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         log.close()
-    return (var_dir.parent / f"stack-{port}.log").read_text()
+    return log_path.read_text()
 
 
 @pytest.mark.slow
@@ -79,6 +82,7 @@ def test_run_command_serves_then_stops_cleanly_and_reuses_state(tmp_path):
     first = run_once(var_dir)
     assert "Created admin account. Log in as 'admin' with password" in first
     assert "Cohort is running at http://127.0.0.1:" in first
+    assert "Stopping Cohort" in first
     second = run_once(var_dir)
     assert "Reusing admin account. Log in as 'admin'" in second
     assert "No migrations to apply" in second
