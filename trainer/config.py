@@ -10,7 +10,7 @@ Invalid values raise `ValueError` with a message that says how to fix them.
     >>> RunConfig(program="toy", strategy="mhgpo", sampling="rr", fork_probabilities=[0.5])
     Traceback (most recent call last):
     ...
-    ValueError: fork_probabilities must sum to 1 (got 0.5): one probability per agent, e.g. [0.7, 0.1, 0.2].
+    trainer.config.ConfigError: fork_probabilities must sum to 1 (got 0.5): one probability per agent, e.g. [0.7, 0.1, 0.2].
 """
 
 from __future__ import annotations
@@ -31,6 +31,14 @@ Sampling = Literal["is", "fof", "rr"]
 Estimator = Literal["grpo", "grpo_batch_std", "grpo_no_std", "gdpo"]
 
 
+class ConfigError(ValueError):
+    """An invalid config value; `field` names the RunConfig field to fix (None: several at once)."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 def _meta(help_text: str, group: str) -> dict[str, str]:
     return {"help": help_text, "group": group}
 
@@ -48,11 +56,11 @@ class RewardSpec:
 
     def __post_init__(self):
         if not self.name:
-            raise ValueError("every reward needs a name, e.g. {name = 'exact_match'}")
+            raise ConfigError("rewards", "every reward needs a name, e.g. {name = 'exact_match'}")
         if not math.isfinite(self.weight):
-            raise ValueError(f"reward {self.name!r}: weight must be a finite number, not {self.weight!r}.")
+            raise ConfigError("rewards", f"reward {self.name!r}: weight must be a finite number, not {self.weight!r}.")
         if self.condition_on == self.name:
-            raise ValueError(f"reward {self.name!r} cannot be conditioned on itself; name another reward.")
+            raise ConfigError("rewards", f"reward {self.name!r} cannot be conditioned on itself; name another reward.")
         from trainer.rewards import get_reward  # the registry validates the name and its parameters
 
         get_reward(self.name, **self.params)
@@ -180,7 +188,7 @@ class RunConfig:
             choices = _literal_choices(f.type)
             value = getattr(self, f.name)
             if choices and value not in choices:
-                raise ValueError(f"{f.name} must be one of {', '.join(map(repr, choices))}, not {value!r}.")
+                raise ConfigError(f.name, f"{f.name} must be one of {', '.join(map(repr, choices))}, not {value!r}.")
 
     def _check_numbers(self):
         positive = ["group_size", "rollouts_per_example", "examples_per_step", "steps", "micro_batch_size",
@@ -189,97 +197,98 @@ class RunConfig:
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}.")
+                raise ConfigError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
         for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a whole number of at least 0, not {value!r}.")
+                raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
-            raise ValueError(f"learning_rate must be positive, e.g. 1e-5; got {self.learning_rate!r}.")
+            raise ConfigError("learning_rate", f"learning_rate must be positive, e.g. 1e-5; got {self.learning_rate!r}.")
         for name in ("clip_eps_low", "clip_eps_high"):
             value = getattr(self, name)
             if not 0 < value < 1:
-                raise ValueError(f"{name} must be between 0 and 1 (typical: 0.2), not {value!r}.")
+                raise ConfigError(name, f"{name} must be between 0 and 1 (typical: 0.2), not {value!r}.")
         if self.kl_beta < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
-            raise ValueError("kl_beta and weight_decay must be >= 0 and max_grad_norm > 0.")
+            raise ConfigError("kl_beta" if self.kl_beta < 0 else "weight_decay" if self.weight_decay < 0 else "max_grad_norm",
+                              "kl_beta and weight_decay must be >= 0 and max_grad_norm > 0.")
         if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"lora_dropout must be in [0, 1), not {self.lora_dropout!r}.")
+            raise ConfigError("lora_dropout", f"lora_dropout must be in [0, 1), not {self.lora_dropout!r}.")
         if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 (use a small value like 0.01 for near-greedy), not {self.temperature!r}.")
+            raise ConfigError("temperature", f"temperature must be > 0 (use a small value like 0.01 for near-greedy), not {self.temperature!r}.")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], not {self.top_p!r}.")
+            raise ConfigError("top_p", f"top_p must be in (0, 1], not {self.top_p!r}.")
         if self.max_new_tokens >= self.max_context_length:
-            raise ValueError(
+            raise ConfigError("max_new_tokens", 
                 f"max_new_tokens ({self.max_new_tokens}) must be smaller than max_context_length "
                 f"({self.max_context_length}): the prompt needs room too."
             )
         if not self.lora_targets:
-            raise ValueError("lora_targets must name at least one module, e.g. ['q_proj', 'v_proj'].")
+            raise ConfigError("lora_targets", "lora_targets must name at least one module, e.g. ['q_proj', 'v_proj'].")
 
     def _check_combinations(self):
         if not self.rewards:
-            raise ValueError("at least one reward is needed, e.g. rewards = [{name = 'exact_match'}].")
+            raise ConfigError("rewards", "at least one reward is needed, e.g. rewards = [{name = 'exact_match'}].")
         names = [r.name for r in self.rewards]
         if len(set(names)) != len(names):
-            raise ValueError(f"each reward may appear once; repeated: {sorted({n for n in names if names.count(n) > 1})}.")
+            raise ConfigError("rewards", f"each reward may appear once; repeated: {sorted({n for n in names if names.count(n) > 1})}.")
         for reward in self.rewards:
             if reward.condition_on is not None and reward.condition_on not in names:
-                raise ValueError(
+                raise ConfigError("rewards", 
                     f"reward {reward.name!r} is conditioned on {reward.condition_on!r}, which is not one of "
                     f"the run's rewards ({', '.join(names)}): add it or remove the condition."
                 )
         if self.estimator == "gdpo" and len(self.rewards) < 2:
-            raise ValueError(
+            raise ConfigError("estimator", 
                 "estimator 'gdpo' decouples the normalization of several rewards; with one reward it equals "
                 "GRPO with batch normalization. Add a second reward or choose estimator 'grpo'."
             )
         if self.group_size < 2:
-            raise ValueError("group_size must be at least 2: a group of one has no relative advantage.")
+            raise ConfigError("group_size", "group_size must be at least 2: a group of one has no relative advantage.")
         if self.strategy == "grpo" and self.rollouts_per_example != self.group_size:
-            raise ValueError(
+            raise ConfigError("rollouts_per_example", 
                 f"with strategy 'grpo' every example's rollouts form its group: set rollouts_per_example "
                 f"({self.rollouts_per_example}) equal to group_size ({self.group_size}), or use strategy 'mmgrpo'."
             )
         if self.strategy != "mmgrpo" and self.teacher_rollouts:
-            raise ValueError("teacher_rollouts is an MMGRPO option: set strategy = 'mmgrpo' or remove it.")
+            raise ConfigError("teacher_rollouts", "teacher_rollouts is an MMGRPO option: set strategy = 'mmgrpo' or remove it.")
         if self.teacher_rollouts:
             for name, count in self.teacher_rollouts.items():
                 if not isinstance(count, int) or count < 1:
-                    raise ValueError(f"teacher_rollouts[{name!r}] must be a whole number >= 1, not {count!r}.")
+                    raise ConfigError("teacher_rollouts", f"teacher_rollouts[{name!r}] must be a whole number >= 1, not {count!r}.")
             student = self.rollouts_per_example - sum(self.teacher_rollouts.values())
             if student < 1:
-                raise ValueError(
+                raise ConfigError("teacher_rollouts", 
                     f"teacher rollouts ({sum(self.teacher_rollouts.values())}) leave no rollout for the student "
                     f"out of rollouts_per_example={self.rollouts_per_example}: raise it or lower the teachers'."
                 )
         if self.strategy == "mhgpo" and self.sampling == "rr":
             if not self.fork_probabilities:
-                raise ValueError("sampling 'rr' needs fork_probabilities, one per agent, e.g. [0.7, 0.1, 0.2].")
+                raise ConfigError("fork_probabilities", "sampling 'rr' needs fork_probabilities, one per agent, e.g. [0.7, 0.1, 0.2].")
             if any(p < 0 for p in self.fork_probabilities):
-                raise ValueError(f"fork_probabilities must be >= 0, got {self.fork_probabilities}.")
+                raise ConfigError("fork_probabilities", f"fork_probabilities must be >= 0, got {self.fork_probabilities}.")
             total = sum(self.fork_probabilities)
             if abs(total - 1) > 1e-6:
-                raise ValueError(
+                raise ConfigError("fork_probabilities", 
                     f"fork_probabilities must sum to 1 (got {total:g}): one probability per agent, e.g. [0.7, 0.1, 0.2]."
                 )
         elif self.fork_probabilities:
-            raise ValueError("fork_probabilities is an MHGPO round-robin option: set strategy='mhgpo', sampling='rr'.")
+            raise ConfigError("fork_probabilities", "fork_probabilities is an MHGPO round-robin option: set strategy='mhgpo', sampling='rr'.")
         if self.strategy == "mhgpo" and self.rollouts_per_example != self.group_size:
-            raise ValueError(
+            raise ConfigError("rollouts_per_example", 
                 f"MHGPO forks each question {self.group_size} ways (G): set rollouts_per_example equal to group_size."
             )
         if self.strategy == "mhgpo" and self.estimator == "gdpo":
-            raise ValueError(
+            raise ConfigError("estimator", 
                 "MHGPO propagates one scalar reward backwards through the agents (Eq. 4), so GDPO's "
                 "per-reward normalization does not apply: choose estimator 'grpo' with strategy 'mhgpo'."
             )
         if self.backend == "vllm" and self.device == "cpu":
-            raise ValueError("backend 'vllm' needs a GPU: choose device 'cuda' or 'auto', or backend 'hf'.")
+            raise ConfigError("backend", "backend 'vllm' needs a GPU: choose device 'cuda' or 'auto', or backend 'hf'.")
 
     def check_program_agents(self, modules: list[str]) -> None:
         """Checks what depends on the program's modules (known only once it is resolved)."""
         if self.strategy == "mhgpo" and self.sampling == "rr" and len(self.fork_probabilities) != len(modules):
-            raise ValueError(
+            raise ConfigError("fork_probabilities", 
                 f"fork_probabilities has {len(self.fork_probabilities)} entries but program {self.program!r} "
                 f"has {len(modules)} agents ({', '.join(modules)}): give one probability per agent."
             )
@@ -330,11 +339,11 @@ class RunConfig:
 
 def _reward_from_dict(data: dict[str, Any]) -> RewardSpec:
     if not isinstance(data, dict):
-        raise ValueError(f"a reward must be a table like {{name = 'exact_match', weight = 1.0}}, not {data!r}.")
+        raise ConfigError("rewards", f"a reward must be a table like {{name = 'exact_match', weight = 1.0}}, not {data!r}.")
     known = {f.name for f in dataclasses.fields(RewardSpec)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown reward keys: {', '.join(unknown)} (known: {', '.join(sorted(known))}).")
+        raise ConfigError("rewards", f"unknown reward keys: {', '.join(unknown)} (known: {', '.join(sorted(known))}).")
     return RewardSpec(**data)
 
 
