@@ -185,7 +185,7 @@ class RunConfig:
     # --- validation --------------------------------------------------------------------------
     def _check_choices(self):
         for f in dataclasses.fields(self):
-            choices = _literal_choices(f.type)
+            choices = literal_choices(f.type)
             value = getattr(self, f.name)
             if choices and value not in choices:
                 raise ConfigError(f.name, f"{f.name} must be one of {', '.join(map(repr, choices))}, not {value!r}.")
@@ -347,7 +347,7 @@ def _reward_from_dict(data: dict[str, Any]) -> RewardSpec:
     return RewardSpec(**data)
 
 
-def _literal_choices(annotation: Any) -> tuple | None:
+def literal_choices(annotation: Any) -> tuple | None:
     # Annotations are strings under `from __future__ import annotations`; resolve the Literal ones.
     text = str(annotation)
     if not text.startswith("Literal["):

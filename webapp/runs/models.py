@@ -44,8 +44,8 @@ class Task(models.Model):
     )
     rewards = models.JSONField(
         default=list,
-        help_text='Reward specification: [{"name": ..., "weight": 1.0, "params": {}, '
-        '"condition": {"on": <reward>, "threshold": t} | null}].',
+        help_text='Rewards as RunConfig takes them: [{"name": ..., "weight": 1.0, "params": {}, '
+        '"condition_on": <another reward> or null, "threshold": 1.0}] (GDPO Eq. 8 conditioning).',
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -35,3 +35,19 @@ def step_metrics_after(run: Run, *, after_seq: int, limit: int) -> list[dict]:
         .values("seq", "attempt", "step", "metrics")[:limit]
     )
     return list(rows)
+
+
+def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: str = "", q: str = "") -> QuerySet[Run]:
+    """`run_list_for_user` narrowed by the runs list filters (empty values do not filter)."""
+    runs = run_list_for_user(user)
+    if state:
+        runs = runs.filter(state=state)
+    if task is not None:
+        runs = runs.filter(task=task)
+    if program is not None:
+        runs = runs.filter(task__program=program)
+    if owner:
+        runs = runs.filter(owner__username=owner)
+    if q:
+        runs = runs.filter(name__icontains=q)
+    return runs

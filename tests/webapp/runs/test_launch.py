@@ -1,0 +1,161 @@
+"""The catalog sync, the launch form (validated by RunConfig), `launch_run`, cancel and resume."""
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from tests.webapp.runs.factories import make_run
+from webapp.runs.catalog import catalog_sync
+from webapp.runs.forms import RunLaunchForm
+from webapp.runs.launch import config_defaults
+from webapp.runs.models import Program, Run, Task
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def toy_task():
+    catalog_sync()
+    return Task.objects.get(name="toy")
+
+
+def launch_data(task, **changes) -> dict:
+    """What a browser posts when the user keeps the form's defaults, with `changes` typed in."""
+    form = RunLaunchForm(initial={**config_defaults(task), "task": task, "program": task.program.name})
+    data = {}
+    for name, field in form.fields.items():
+        value = field.prepare_value(form[name].value())
+        if value is not None and value is not False:
+            data[name] = value
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def test_catalog_mirrors_the_registry_and_is_idempotent():
+    Program.objects.create(name="retired", title="Retired", modules=["m"])
+    first = catalog_sync()
+    second = catalog_sync()
+    assert first["programs"] == second["programs"] == 6 and first["deactivated"] == 1 and second["deactivated"] == 0
+    search = Program.objects.get(name="search")
+    assert search.modules == ["rewriter", "reranker", "answerer"] and search.is_active
+    assert not Program.objects.get(name="retired").is_active
+    toy = Task.objects.get(name="toy")
+    assert toy.program.name == "toy" and toy.dataset is None
+    assert [r["name"] for r in toy.rewards] == ["char_f1", "exact_match"]
+
+
+def test_the_form_starts_from_the_task_and_a_preset_is_one_click_away(client, owner, toy_task):
+    client.force_login(owner)
+    page = client.get(reverse("runs:new")).content.decode()
+    assert 'name="steps" value="40"' in page  # the toy program's suggested settings
+    assert 'value="builtin:tiny"' in page
+    assert f'href="?task={toy_task.pk}&amp;preset=mhgpo-rr"' in page
+    preset = client.get(reverse("runs:new"), {"task": toy_task.pk, "preset": "mhgpo-rr"}).content.decode()
+    assert 'value="0.7, 0.1, 0.2"' in preset and 'value="mhgpo" selected' in preset
+
+
+def test_an_unknown_preset_goes_back_to_the_form_with_a_message(client, owner, toy_task):
+    client.force_login(owner)
+    response = client.get(reverse("runs:new"), {"task": toy_task.pk, "preset": "nope"}, follow=True)
+    assert response.status_code == 200 and "unknown preset &#x27;nope&#x27;" in response.content.decode()
+
+
+def test_a_valid_form_queues_the_run_it_shows(client, owner, toy_task):
+    client.force_login(owner)
+    response = client.post(reverse("runs:new"), launch_data(toy_task, steps=12, name="first try",
+                                                            lora_targets="q_proj, v_proj"))
+    run = Run.objects.get()
+    assert response.status_code == 302 and response.url == reverse("runs:detail", args=[run.pk])
+    assert (run.owner, run.task, run.name, run.state, run.total_steps) == (owner, toy_task, "first try", "queued", 12)
+    assert run.config["lora_targets"] == ["q_proj", "v_proj"] and run.config["program"] == "toy"
+    assert [r["name"] for r in run.config["rewards"]] == ["char_f1", "exact_match"]
+
+
+@pytest.mark.parametrize(("changes", "field", "message"), [
+    ({"group_size": 3}, "rollouts_per_example", "equal to group_size (3)"),
+    ({"steps": "many"}, "steps", "Enter a whole number"),
+    ({"learning_rate": "-1"}, "learning_rate", "learning_rate must be positive"),
+    ({"rewards": "[{"}, "rewards", "Not valid JSON"),
+    ({"rewards": '[{"name": "no_such_reward"}]'}, "rewards", "no_such_reward"),
+    ({"fork_probabilities": "a, b"}, "fork_probabilities", "comma-separated float"),
+    ({"strategy": "mhgpo", "sampling": "rr", "fork_probabilities": "0.5, 0.5"}, "fork_probabilities",
+     "has 2 entries but program 'toy' has 1 agents"),
+    ({"estimator": "gdpo", "rewards": '[{"name": "exact_match"}]'}, "estimator", "Add a second reward"),
+    ({"teacher_rollouts": "teacher"}, "teacher_rollouts", "name=count"),
+    ({"program": "math"}, "program", "generates its examples with program 'toy'"),
+    ({"program": "nonexistent"}, "program", "Select a valid choice"),
+])
+def test_an_invalid_form_is_a_400_with_the_error_beside_its_field(client, owner, toy_task, changes, field, message):
+    client.force_login(owner)
+    catalog_sync()
+    response = client.post(reverse("runs:new"), launch_data(toy_task, **changes))
+    assert response.status_code == 400
+    assert message in response.context["form"].errors[field][0]
+    assert f'id="error-{field}"' in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_the_form_needs_a_csrf_token_and_a_login(csrf_client, client, owner, toy_task):
+    assert client.post(reverse("runs:new"), launch_data(toy_task)).status_code == 302  # to the login page
+    csrf_client.force_login(owner)
+    assert csrf_client.post(reverse("runs:new"), launch_data(toy_task)).status_code == 403
+    assert not Run.objects.exists()
+
+
+def test_cancel_and_resume_follow_the_state_machine(client, owner, stranger):
+    queued = make_run(owner)
+    client.force_login(owner)
+    assert client.post(reverse("runs:cancel", args=[queued.pk])).status_code == 302
+    queued.refresh_from_db()
+    assert queued.state == Run.State.CANCELLED
+    again = client.post(reverse("runs:cancel", args=[queued.pk]))
+    assert again.status_code == 409 and "cannot be cancelled" in again.content.decode()
+    interrupted = make_run(owner, state=Run.State.INTERRUPTED)
+    assert client.post(reverse("runs:resume", args=[interrupted.pk])).status_code == 302
+    interrupted.refresh_from_db()
+    assert (interrupted.state, interrupted.attempt) == (Run.State.QUEUED, 2)
+    assert client.get(reverse("runs:cancel", args=[interrupted.pk])).status_code == 405
+    client.force_login(stranger)
+    assert client.post(reverse("runs:cancel", args=[interrupted.pk])).status_code == 404
+    interrupted.refresh_from_db()
+    assert interrupted.state == Run.State.QUEUED
+
+
+def test_runs_list_filters_and_refuses_unknown_values(client, owner, stranger, toy_task):
+    make_run(owner, name="alpha")
+    make_run(owner, name="beta", state=Run.State.SUCCEEDED)
+    make_run(stranger, name="gamma", state=Run.State.SUCCEEDED)
+    client.force_login(owner)
+
+    def names(**params):
+        response = client.get(reverse("runs:list"), params)
+        assert response.status_code == 200
+        return sorted(r.name for r in response.context["runs"])
+
+    assert names() == ["alpha", "beta"]
+    assert names(state="succeeded") == ["beta"]
+    assert names(q="alp") == ["alpha"]
+    assert names(owner=stranger.username) == []  # a filter never widens what a user may see
+    assert client.get(reverse("runs:list"), {"state": "exploded"}).status_code == 400
+    assert client.get(reverse("runs:list"), {"task": "no-such-task"}).status_code == 400
+
+
+def test_launch_run_command_queues_a_validated_run(owner, toy_task, tmp_path):
+    overrides = tmp_path / "overrides.toml"
+    overrides.write_text("steps = 7\nlearning_rate = 0.001\n")
+    call_command("launch_run", "--task", "toy", "--owner", owner.username, "--config", str(overrides),
+                 "--set", "seed=3", "--name", "scripted")
+    run = Run.objects.get()
+    assert (run.name, run.total_steps, run.config["seed"], run.config["learning_rate"]) == ("scripted", 7, 3, 0.001)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--task", "nope"], "No task named 'nope'"),
+    (["--task", "toy", "--set", "group_size=1"], "group_size must be at least 2"),
+    (["--task", "toy", "--set", "oops"], "--set takes key=value"),
+    (["--task", "toy", "--preset", "nope"], "unknown preset 'nope'"),
+])
+def test_launch_run_command_explains_bad_input(owner, toy_task, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("launch_run", "--owner", owner.username, *args)
+    assert not Run.objects.exists()

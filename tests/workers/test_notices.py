@@ -1,0 +1,55 @@
+"""Notices reach a watching websocket after each committed step, with increasing seq."""
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from tests.webapp.runs.factories import make_run
+from tests.webapp.runs.test_consumers import ORIGIN, connect, session_cookie
+from webapp.runs.models import Run, StepMetric
+from workers.supervisor import Supervisor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def write_steps(path, steps, attempt=1):
+    with open(path, "a") as log:
+        for step in steps:
+            log.write(json.dumps({"type": "step", "attempt": attempt, "step": step,
+                                  "metrics": {"reward/mean": step / 10, "loss": None}}) + "\n")
+
+
+def test_shipped_steps_are_notified_in_seq_order_and_a_reshipped_log_sends_nothing(owner, settings, tmp_path):
+    settings.COHORT_RUNS_DIR = tmp_path
+    run = make_run(owner, state=Run.State.RUNNING)
+    supervisor = Supervisor(run)
+    supervisor.run_dir.mkdir(parents=True)
+    cookie = session_cookie(owner)
+
+    async def watch(batches):
+        comm, connected, _ = await connect(run.pk, ORIGIN, (b"cookie", cookie))
+        assert connected
+        seen = []
+        for steps in batches:
+            write_steps(supervisor.tail.path, steps)
+            await _ship(supervisor)
+            seen += [await comm.receive_json_from(timeout=5) for _ in steps]
+        supervisor.tail.offset = 0  # as after a restart of the supervisor: the whole log again
+        await _ship(supervisor)
+        assert await comm.receive_nothing(timeout=0.5)
+        await comm.disconnect()
+        return seen
+
+    notices = async_to_sync(watch)([[1, 2], [3], [4, 5, 6]])
+    assert [n["seq"] for n in notices] == [1, 2, 3, 4, 5, 6]
+    assert [n["step"] for n in notices] == [1, 2, 3, 4, 5, 6]
+    assert all(n["type"] == "step" and n["run"] == run.pk for n in notices)
+    assert notices[0]["metrics"] == {"reward/mean": 0.1, "loss": None}
+    assert StepMetric.objects.filter(run=run).count() == 6
+
+
+async def _ship(supervisor):
+    from channels.db import database_sync_to_async
+
+    await database_sync_to_async(supervisor.ship)()

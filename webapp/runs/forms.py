@@ -1,0 +1,185 @@
+"""The launch form: one form field per RunConfig field, validated by RunConfig itself.
+
+Fields are derived from the dataclass (type, help text, group), so the form can never drift from
+what the worker runs. Every `ConfigError` names its field and is shown beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from django import forms
+
+from trainer.config import ConfigError, RunConfig, literal_choices
+from trainer.programs import program_info
+from webapp.runs.models import Program, Run, Task
+
+# Filled from the task, or not user-facing (the worker exports the task's dataset to these files).
+NOT_ON_FORM = {"program", "train_data", "dev_data", "corpus_data"}
+
+GROUP_TITLES = {
+    "task": "Task and rewards",
+    "strategy": "Strategy",
+    "advantage": "Advantage estimator",
+    "batch": "Batch shape",
+    "optim": "Optimization",
+    "lora": "LoRA adapter",
+    "sampling": "Sampling",
+    "model": "Model and backend",
+    "eval": "Evaluation, checkpoints, seed",
+}
+
+
+class CommaListField(forms.CharField):
+    """A list typed in as `a, b, c` (items converted by `item`)."""
+
+    def __init__(self, *, item=str, **kwargs):
+        self.item = item
+        super().__init__(required=False, **kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(str(v) for v in value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        items = [part.strip() for part in text.split(",") if part.strip()]
+        try:
+            return [self.item(part) for part in items]
+        except ValueError:
+            raise forms.ValidationError(f"Enter comma-separated {self.item.__name__} values, e.g. 0.7, 0.1, 0.2.") from None
+
+
+class CountsField(forms.CharField):
+    """A name -> count mapping typed in as `name=2, other=1`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, **kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else value
+
+    def to_python(self, value):
+        counts = {}
+        for part in filter(None, (p.strip() for p in super().to_python(value).split(","))):
+            name, sep, count = part.partition("=")
+            if not sep or not name.strip() or not count.strip().isdigit():
+                raise forms.ValidationError(f"Write name=count pairs, e.g. teacher=2 (not {part!r}).")
+            counts[name.strip()] = int(count)
+        return counts
+
+
+class RewardsField(forms.CharField):
+    """The task's rewards as a JSON list of {name, weight, params, condition_on, threshold}."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "code"})
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return "[\n" + ",\n".join("  " + json.dumps(r) for r in value) + "\n]"
+        return value
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        try:
+            rewards = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+        if not isinstance(rewards, list) or not all(isinstance(r, dict) for r in rewards):
+            raise forms.ValidationError('Write a list of rewards, e.g. [{"name": "exact_match", "weight": 1.0}].')
+        return rewards
+
+
+def _form_field(f: dataclasses.Field) -> forms.Field:
+    help_text = f.metadata.get("help", "")
+    annotation = str(f.type)
+    choices = literal_choices(f.type)
+    if choices:
+        return forms.ChoiceField(choices=[(c, c) for c in choices], help_text=help_text)
+    if annotation == "bool":
+        return forms.BooleanField(required=False, help_text=help_text)
+    if annotation == "int":
+        return forms.IntegerField(help_text=help_text)
+    if annotation == "float":
+        return forms.FloatField(help_text=help_text)
+    if annotation == "list[RewardSpec]":
+        return RewardsField(help_text=help_text)
+    if annotation == "list[float]":
+        return CommaListField(item=float, help_text=help_text)
+    if annotation == "list[str]":
+        return CommaListField(item=str, help_text=help_text)
+    if annotation == "dict[str, int]":
+        return CountsField(help_text=help_text)
+    return forms.CharField(help_text=help_text, max_length=500)
+
+
+CONFIG_FIELDS = [f for f in dataclasses.fields(RunConfig) if f.name not in NOT_ON_FORM]
+
+
+class RunLaunchForm(forms.Form):
+    """Task, program, name, and every RunConfig field; `cleaned_data["config"]` is the RunConfig."""
+
+    task = forms.ModelChoiceField(queryset=Task.objects.select_related("program", "dataset"), empty_label=None,
+                                  help_text="What to train on: a dataset (or generated examples) and its rewards.")
+    program = forms.ModelChoiceField(queryset=Program.objects.filter(is_active=True), to_field_name="name",
+                                     empty_label=None, help_text="The LM program whose modules are trained.")
+    name = forms.CharField(required=False, max_length=200, help_text="Optional label shown in the runs list.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for f in CONFIG_FIELDS:
+            self.fields[f.name] = _form_field(f)
+
+    def grouped_fields(self) -> list[tuple[str, list[forms.BoundField]]]:
+        """(title, bound fields) in form order, for the template's fieldsets."""
+        groups: dict[str, list[forms.BoundField]] = {"task": [self["task"], self["program"], self["name"]]}
+        for f in CONFIG_FIELDS:
+            groups.setdefault(f.metadata.get("group", "model"), []).append(self[f.name])
+        order = list(GROUP_TITLES)
+        return [(GROUP_TITLES.get(g, g), fields) for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:  # a field did not even parse; RunConfig would only repeat it
+            return cleaned
+        task, program = cleaned["task"], cleaned["program"]
+        self._check_program_fits_task(task, program)
+        if self.errors:
+            return cleaned
+        values: dict[str, Any] = {f.name: cleaned[f.name] for f in CONFIG_FIELDS}
+        values["program"] = program.name
+        try:
+            config = RunConfig.from_dict(values)
+            config.check_program_agents(list(program.modules))
+        except ConfigError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, str(exc))
+            return cleaned
+        except ValueError as exc:  # a reward's own parameters, for instance
+            self.add_error("rewards" if "reward" in str(exc) else None, str(exc))
+            return cleaned
+        cleaned["config"] = config
+        return cleaned
+
+    def _check_program_fits_task(self, task: Task, program: Program) -> None:
+        if task.dataset_id is None:
+            if program.pk != task.program_id:
+                self.add_error("program", f"Task {task.name!r} generates its examples with program "
+                                          f"{task.program.name!r}; choose that program.")
+            return
+        kind = program_info(program.name)["dataset_kind"] if program.is_active else None
+        if kind != task.dataset.kind:
+            self.add_error("program", f"Program {program.name!r} reads {kind or 'generated'} examples, but task "
+                                      f"{task.name!r} has a {task.dataset.kind} dataset.")
+
+
+class RunFilterForm(forms.Form):
+    """The runs list filters (GET). An unknown value is a 400, not an empty page."""
+
+    state = forms.ChoiceField(required=False, choices=[("", "any state"), *Run.State.choices])
+    task = forms.ModelChoiceField(required=False, queryset=Task.objects.all(), to_field_name="name",
+                                  empty_label="any task")
+    program = forms.ModelChoiceField(required=False, queryset=Program.objects.all(), to_field_name="name",
+                                     empty_label="any program")
+    owner = forms.CharField(required=False, max_length=150)
+    q = forms.CharField(required=False, max_length=200, label="Name contains")
