@@ -118,3 +118,19 @@ def test_presets_carry_the_papers_numbers():
 def test_docstring_examples_hold():
     result = doctest.testmod(config_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"group_size": 3}, "rollouts_per_example"),
+    ({"lora_dropout": 1.5}, "lora_dropout"),
+    ({"strategy": "mhgpo", "estimator": "gdpo", "rewards": [{"name": "exact_match"}, {"name": "token_f1"}]},
+     "estimator"),
+    ({"rewards": [{"name": "exact_match", "condition_on": "token_f1"}]}, "rewards"),
+    ({"max_grad_norm": 0.0}, "max_grad_norm"),
+])
+def test_each_error_names_the_field_to_fix(changes, field):
+    from trainer.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        RunConfig(**{"group_size": 8, "rollouts_per_example": 8, **changes})
+    assert caught.value.field == field and isinstance(caught.value, ValueError)
