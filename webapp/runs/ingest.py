@@ -1,18 +1,27 @@
 """Storing a run's step events (the trainer's event log) in the database.
 
 `step_events_ingest` is idempotent: a step already stored for (run, attempt, step) is skipped, so
-the worker can re-ship its whole log after a database outage and nothing is stored twice. Rows are
-written with bulk inserts (a handful of INSERT statements per step, never one per row), in one
-transaction per call, under a row lock on the run so `seq` numbers stay dense and increasing.
+the worker can re-ship its whole log after a database outage and nothing is stored twice. All of a
+call's rows are written in one transaction, under a row lock on the run so `seq` numbers stay dense
+and increasing, and never one statement per row:
+
+- PostgreSQL: ids are reserved from the tables' sequences first, so every foreign key (a call's
+  rollout, a fork's parent, a member's group and call) is known before anything is written, and
+  each table is one `COPY ... FROM STDIN`. An MHGPO-scale step (16k rows, 15 MB of prompts) goes in
+  within 2x of a bare COPY of the same rows (benchmarks/ingest.py); INSERT statements took 4-5x.
+- Other databases (SQLite, the embedded default): `bulk_create`, one table after the other.
+
+Both write the same rows, built once by `StepRows` from the events.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, models, transaction
 
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 
@@ -39,27 +48,17 @@ def _without_nul(value: Any) -> Any:
 
 def _clean_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
     """JSON has no NaN: unknown values are stored as null."""
-    return {str(k): _finite(v) for k, v in metrics.items() if isinstance(v, int | float) or v is None}
+    return {_without_nul(str(k)): _finite(v) for k, v in metrics.items() if isinstance(v, int | float) or v is None}
 
 
 def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepMetric]:
     """Stores the step events not yet stored; returns the new StepMetric rows (seq order)."""
-    events = [_without_nul(e) for e in events if e.get("type", "step") == "step"]
+    events = [e for e in events if e.get("type", "step") == "step"]
     if not events:
         return []
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        keys = {(int(e["attempt"]), int(e["step"])) for e in events}
-        stored = set(
-            StepMetric.objects.filter(run=locked, attempt__in={a for a, _ in keys}, step__in={s for _, s in keys})
-            .values_list("attempt", "step")
-        )
-        fresh, seen = [], set()
-        for event in sorted(events, key=lambda e: (int(e["attempt"]), int(e["step"]))):
-            key = (int(event["attempt"]), int(event["step"]))
-            if key not in stored and key not in seen:
-                seen.add(key)
-                fresh.append(event)
+        fresh = _fresh_events(locked, events)
         if not fresh:
             return []
         seq = locked.last_seq
@@ -69,8 +68,10 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
             metrics.append(StepMetric(run=locked, attempt=int(event["attempt"]), step=int(event["step"]), seq=seq,
                                       metrics=_clean_metrics(event.get("metrics", {}))))
         StepMetric.objects.bulk_create(metrics, batch_size=BATCH_SIZE)
+        rows = StepRows()
         for event in fresh:
-            _store_rollouts_and_groups(locked, event)
+            rows.add_step(locked.pk, event)
+        _write(rows)
         last = fresh[-1]
         rewards = [m.metrics.get("reward/mean") for m in metrics if m.metrics.get("reward/mean") is not None]
         best = max([locked.best_reward, *rewards], key=lambda v: -math.inf if v is None else v) if rewards else locked.best_reward
@@ -79,66 +80,175 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
     return metrics
 
 
-def _store_rollouts_and_groups(run: Run, event: dict[str, Any]) -> None:
-    attempt, step = int(event["attempt"]), int(event["step"])
-    trajectories = event.get("rollouts", [])
-    rollouts = [
-        Rollout(
-            run=run, attempt=attempt, step=step, index=index, example_id=str(t.get("example_id", ""))[:200],
-            teacher=t.get("teacher") or "", fork_point=t.get("fork_point") or "",
-            sampling={"trajectory_id": t.get("trajectory_id"), "parent_id": t.get("parent_id"),
-                      "group_id": t.get("group_id")},
-            final_output=t.get("final_output"), reward_components=t.get("rewards") or {},
-            total_reward=_finite(t.get("reward")), failed=bool(t.get("failed")),
-        )
-        for index, t in enumerate(trajectories)
-    ]
-    Rollout.objects.bulk_create(rollouts, batch_size=BATCH_SIZE)
-    by_trajectory_id = {t.get("trajectory_id"): r for t, r in zip(trajectories, rollouts, strict=True)}
+def _fresh_events(run: Run, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events whose (attempt, step) is not stored yet, each once, in (attempt, step) order."""
+    keys = {(int(e["attempt"]), int(e["step"])) for e in events}
+    stored = set(
+        StepMetric.objects.filter(run=run, attempt__in={a for a, _ in keys}, step__in={s for _, s in keys})
+        .values_list("attempt", "step")
+    )
+    fresh, seen = [], set()
+    for event in sorted(events, key=lambda e: (int(e["attempt"]), int(e["step"]))):
+        key = (int(event["attempt"]), int(event["step"]))
+        if key not in stored and key not in seen:
+            seen.add(key)
+            fresh.append(event)
+    return fresh
+
+
+@dataclass
+class StepRows:
+    """The Rollout, ModuleCall, Group and GroupMember rows of some steps, before any id exists.
+
+    Each row is a dict of field values by attname. A reference to another row of these steps is its
+    position in that row's list (`call_rollouts[i]`: the position in `rollouts` of call i's rollout),
+    resolved to an id by the writer: before writing on PostgreSQL, table by table elsewhere.
+    """
+
+    rollouts: list[dict[str, Any]] = field(default_factory=list)
+    rollout_parents: list[int | None] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    call_rollouts: list[int] = field(default_factory=list)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    members: list[dict[str, Any]] = field(default_factory=list)
+    member_groups: list[int] = field(default_factory=list)
+    member_calls: list[int] = field(default_factory=list)
+
+    def add_step(self, run_id: int, event: dict[str, Any]) -> None:
+        """Adds one step event's rows. Trajectory and call ids only have to be unique within a step."""
+        attempt, step = int(event["attempt"]), int(event["step"])
+        trajectories = event.get("rollouts", [])
+        first = len(self.rollouts)
+        position_of = {t.get("trajectory_id"): first + i for i, t in enumerate(trajectories)}
+        call_position: dict[tuple[Any, Any], int] = {}
+        for index, t in enumerate(trajectories):
+            self.rollouts.append({
+                "run_id": run_id, "attempt": attempt, "step": step, "index": index,
+                "example_id": _without_nul(str(t.get("example_id", "")))[:200],
+                "teacher": _without_nul(t.get("teacher") or ""), "fork_point": _without_nul(t.get("fork_point") or ""),
+                "sampling": _without_nul({"trajectory_id": t.get("trajectory_id"), "parent_id": t.get("parent_id"),
+                                          "group_id": t.get("group_id")}),
+                "final_output": _without_nul(t.get("final_output")),
+                "reward_components": _without_nul(t.get("rewards") or {}),
+                "total_reward": _finite(t.get("reward")), "failed": bool(t.get("failed")),
+            })
+            self.rollout_parents.append(position_of.get(t.get("parent_id")) if t.get("parent_id") else None)
+            for position, c in enumerate(t.get("calls", [])):
+                # A call shared by several forks is stored under each rollout; groups point at its first copy.
+                call_position.setdefault((t.get("trajectory_id"), c.get("call_id")), len(self.calls))
+                call_position.setdefault((None, c.get("call_id")), len(self.calls))
+                self.call_rollouts.append(first + index)
+                self.calls.append({
+                    "position": position, "module": _without_nul(c["module"]),
+                    "invocation_index": int(c["invocation_index"]),
+                    "prompt": _without_nul(c.get("prompt", "")), "completion": _without_nul(c.get("completion", "")),
+                    "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": _finite(c.get("specific_reward")) or 0.0,
+                    "propagated_reward": _finite(c.get("propagated_reward")), "advantage": _finite(c.get("advantage")),
+                })
+        for index, g in enumerate(event.get("groups", [])):
+            group_position = len(self.groups)
+            self.groups.append({
+                "run_id": run_id, "attempt": attempt, "step": step, "index": index, "module": _without_nul(g["module"]),
+                "invocation_index": int(g.get("invocation_index") or 0),
+                "kind": _without_nul(g.get("kind", Group.Kind.HOMOGENEOUS)),
+                "example_id": _without_nul(str(g.get("example_id") or ""))[:200], "size": len(g.get("members", [])),
+                "reward_mean": _finite(g.get("reward_mean")), "reward_var": _finite(g.get("reward_var")),
+                "similarity": _finite(g.get("similarity")),
+            })
+            for position, m in enumerate(g.get("members", [])):
+                call = call_position.get((m.get("trajectory_id"), m.get("call_id")))
+                if call is None:
+                    call = call_position.get((None, m.get("call_id")))
+                if call is None:
+                    raise ValueError(f"step {step}: group {g.get('group_id')} names unknown call {m.get('call_id')!r}")
+                self.member_groups.append(group_position)
+                self.member_calls.append(call)
+                self.members.append({
+                    "position": position, "padded": bool(m.get("padded")), "duplicated": bool(m.get("duplicated")),
+                    "reward": _finite(m.get("reward")), "reward_components": _without_nul(m.get("reward_components") or {}),
+                    "advantage": _finite(m.get("advantage")),
+                    "component_advantages": _without_nul(m.get("component_advantages") or {}),
+                })
+
+
+def _write(rows: StepRows) -> None:
+    """COPY where the database has it (PostgreSQL), bulk_create elsewhere."""
+    if connection.vendor == "postgresql":
+        _write_with_copy(rows)
+    else:
+        _write_with_bulk_create(rows)
+
+
+# --- PostgreSQL: reserve ids, then one COPY per table ------------------------------------------
+
+
+def _write_with_copy(rows: StepRows) -> None:
+    with connection.cursor() as cursor:
+        rollout_ids = _reserve_ids(cursor, Rollout, len(rows.rollouts))
+        call_ids = _reserve_ids(cursor, ModuleCall, len(rows.calls))
+        group_ids = _reserve_ids(cursor, Group, len(rows.groups))
+        member_ids = _reserve_ids(cursor, GroupMember, len(rows.members))
+        # Parents before children, so every foreign key holds when its row arrives.
+        _copy(cursor, Rollout, rows.rollouts, id=rollout_ids,
+              parent_id=[None if p is None else rollout_ids[p] for p in rows.rollout_parents])
+        _copy(cursor, ModuleCall, rows.calls, id=call_ids, rollout_id=[rollout_ids[p] for p in rows.call_rollouts])
+        _copy(cursor, Group, rows.groups, id=group_ids)
+        _copy(cursor, GroupMember, rows.members, id=member_ids,
+              group_id=[group_ids[p] for p in rows.member_groups], call_id=[call_ids[p] for p in rows.member_calls])
+
+
+def _reserve_ids(cursor, model: type[models.Model], count: int) -> list[int]:
+    """`count` fresh ids from the table's id sequence (one query; nextval never hands one out twice)."""
+    if not count:
+        return []
+    cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                   [connection.ops.quote_name(model._meta.db_table), model._meta.pk.column, count])
+    return sorted(row[0] for row in cursor.fetchall())
+
+
+def _copy(cursor, model: type[models.Model], rows: list[dict[str, Any]], **resolved: list[Any]) -> None:
+    """COPY `rows` into the model's table: every concrete column, `resolved` ones (ids and foreign
+    keys, one value per row) by position, the rest from the row dict or the field's default."""
+    if not rows:
+        return
+    fields = model._meta.concrete_fields
+    quote = connection.ops.quote_name
+    statement = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) FROM STDIN"
+    defaults = {f.attname: f.get_default() for f in fields if f.attname not in resolved}
+    # JSON goes through Django's own adapter, so the stored JSON is what bulk_create would store.
+    json_fields = {f.attname: f.encoder for f in fields if isinstance(f, models.JSONField)}
+    adapt_json = connection.ops.adapt_json_value
+
+    def value(row: dict[str, Any], i: int, name: str) -> Any:
+        if name in resolved:
+            return resolved[name][i]
+        v = row.get(name, defaults[name])
+        return adapt_json(v, json_fields[name]) if name in json_fields and v is not None else v
+
+    names = [f.attname for f in fields]
+    with cursor.copy(statement) as copy:
+        for i, row in enumerate(rows):
+            copy.write_row([value(row, i, name) for name in names])
+
+
+# --- Elsewhere: bulk_create, table by table ----------------------------------------------------
+
+
+def _write_with_bulk_create(rows: StepRows) -> None:
+    rollouts = _bulk_create(Rollout, rows.rollouts)
     parents = []
-    for t, rollout in zip(trajectories, rollouts, strict=True):
-        parent = by_trajectory_id.get(t.get("parent_id")) if t.get("parent_id") else None
+    for rollout, parent in zip(rollouts, rows.rollout_parents, strict=True):
         if parent is not None:
-            rollout.parent = parent
+            rollout.parent_id = rollouts[parent].pk
             parents.append(rollout)
     if parents:
         Rollout.objects.bulk_update(parents, ["parent"], batch_size=BATCH_SIZE)
+    calls = _bulk_create(ModuleCall, rows.calls, rollout_id=[rollouts[p].pk for p in rows.call_rollouts])
+    groups = _bulk_create(Group, rows.groups)
+    _bulk_create(GroupMember, rows.members, group_id=[groups[p].pk for p in rows.member_groups],
+                 call_id=[calls[p].pk for p in rows.member_calls])
 
-    calls, call_by_id = [], {}
-    for t, rollout in zip(trajectories, rollouts, strict=True):
-        for position, c in enumerate(t.get("calls", [])):
-            call = ModuleCall(
-                rollout=rollout, position=position, module=c["module"], invocation_index=int(c["invocation_index"]),
-                prompt=c.get("prompt", ""), completion=c.get("completion", ""), parsed_ok=bool(c.get("parsed_ok")),
-                specific_reward=_finite(c.get("specific_reward")) or 0.0,
-                propagated_reward=_finite(c.get("propagated_reward")), advantage=_finite(c.get("advantage")),
-            )
-            calls.append(call)
-            # A call shared by several forks is stored under each rollout; groups point at its first copy.
-            call_by_id.setdefault((t.get("trajectory_id"), c.get("call_id")), call)
-            call_by_id.setdefault((None, c.get("call_id")), call)
-    ModuleCall.objects.bulk_create(calls, batch_size=BATCH_SIZE)
 
-    groups, members = [], []
-    for index, g in enumerate(event.get("groups", [])):
-        group = Group(
-            run=run, attempt=attempt, step=step, index=index, module=g["module"],
-            invocation_index=int(g.get("invocation_index") or 0), kind=g.get("kind", Group.Kind.HOMOGENEOUS),
-            example_id=str(g.get("example_id") or "")[:200], size=len(g.get("members", [])),
-            reward_mean=_finite(g.get("reward_mean")), reward_var=_finite(g.get("reward_var")),
-            similarity=_finite(g.get("similarity")),
-        )
-        groups.append(group)
-        for position, m in enumerate(g.get("members", [])):
-            call = call_by_id.get((m.get("trajectory_id"), m.get("call_id"))) or call_by_id.get((None, m.get("call_id")))
-            if call is None:
-                raise ValueError(f"step {step}: group {g.get('group_id')} names unknown call {m.get('call_id')!r}")
-            members.append((group, GroupMember(
-                position=position, call=call, padded=bool(m.get("padded")), duplicated=bool(m.get("duplicated")),
-                reward=_finite(m.get("reward")), reward_components=m.get("reward_components") or {},
-                advantage=_finite(m.get("advantage")), component_advantages=m.get("component_advantages") or {},
-            )))
-    Group.objects.bulk_create(groups, batch_size=BATCH_SIZE)
-    for group, member in members:
-        member.group = group
-    GroupMember.objects.bulk_create([m for _, m in members], batch_size=BATCH_SIZE)
+def _bulk_create(model: type[models.Model], rows: list[dict[str, Any]], **resolved: list[Any]) -> list[models.Model]:
+    objects = [model(**row, **{name: values[i] for name, values in resolved.items()}) for i, row in enumerate(rows)]
+    return model.objects.bulk_create(objects, batch_size=BATCH_SIZE)

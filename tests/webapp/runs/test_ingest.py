@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from tests.webapp.runs.factories import make_run
 from trainer.advantages import grpo_advantages
 from trainer.grouping import assign_advantages, group_reward_arrays
-from trainer.sampling import LinearChain, fork_on_first, mhgpo_groups, propagate_rewards
+from trainer.sampling import LinearChain, fork_on, fork_on_first, mhgpo_groups, propagate_rewards
+from webapp.runs import ingest
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 
@@ -27,6 +28,11 @@ def mhgpo_step_event(step: int, *, questions: int = 2, group_size: int = 3, atte
 
     trajectories = fork_on_first(program, [f"question {q}" for q in range(questions)], group_size=group_size,
                                  generate=generate, example_ids=[f"q{q}" for q in range(questions)])
+    return step_event(step, trajectories, attempt=attempt)
+
+
+def step_event(step: int, trajectories, *, attempt: int = 1) -> dict:
+    """The trainer's step event for these trajectories: rewards, propagation, MHGPO groups, advantages."""
     for i, t in enumerate(trajectories):
         t.rewards = {"f1": None if t.failed else (i % 3) / 2}
         t.total_reward = -1.0 if t.failed else (i % 3) / 2
@@ -120,3 +126,117 @@ def test_nul_bytes_in_model_output_are_stored_as_replacement_characters(owner):
     step_events_ingest(run, [event])
     call = ModuleCall.objects.filter(rollout__run=run, rollout__index=0).order_by("position").first()
     assert call.completion == "bad\ufffdbyte"
+    assert Rollout.objects.get(run=run, index=0).final_output == "x\ufffd"
+
+
+def test_nul_bytes_in_json_keys_and_prompts_are_replaced_too(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = mhgpo_step_event(1)
+    event["rollouts"][1]["calls"][0]["prompt"] = "p\x00"
+    event["rollouts"][1]["rewards"] = {"f\x001": 0.5}
+    event["metrics"]["odd\x00key"] = 1.0
+    step_events_ingest(run, [event])
+    rollout = Rollout.objects.get(run=run, index=1)
+    assert rollout.reward_components == {"f\ufffd1": 0.5}
+    assert rollout.calls.order_by("position").first().prompt == "p\ufffd"
+    assert StepMetric.objects.get(run=run).metrics["odd\ufffdkey"] == 1.0
+
+
+def test_forked_rollouts_point_at_the_rollout_they_were_forked_from(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    step_events_ingest(run, [mhgpo_step_event(1, questions=2)])
+    for rollout in Rollout.objects.filter(run=run).select_related("parent"):
+        if rollout.sampling["parent_id"] is None:
+            assert rollout.parent is None
+        else:
+            assert rollout.parent.sampling["trajectory_id"] == rollout.sampling["parent_id"]
+            assert (rollout.parent.step, rollout.parent.example_id) == (rollout.step, rollout.example_id)
+    assert Rollout.objects.filter(run=run, parent__isnull=False).count() == 2 * 2  # forks 1 and 2 of 2 questions
+
+
+def test_several_new_steps_in_one_call_keep_their_own_calls_and_groups(owner):
+    # Call and trajectory ids repeat from step to step (they are per-step names): members must not
+    # be matched to a call of another step shipped in the same batch.
+    run = make_run(owner, state=Run.State.RUNNING)
+    events = [mhgpo_step_event(s) for s in (1, 2, 3)]
+    assert events[0]["rollouts"][0]["calls"][0]["call_id"] == events[1]["rollouts"][0]["calls"][0]["call_id"]
+    step_events_ingest(run, events)
+    members = GroupMember.objects.filter(group__run=run).values_list("group__step", "call__rollout__step")
+    assert len(members) == sum(len(g["members"]) for e in events for g in e["groups"])
+    assert all(group_step == call_step for group_step, call_step in members)
+    for event in events:
+        assert Group.objects.filter(run=run, step=event["step"]).count() == len(event["groups"])
+        assert Rollout.objects.filter(run=run, step=event["step"]).count() == len(event["rollouts"])
+
+
+def test_a_call_shared_by_forks_is_stored_under_each_rollout_and_grouped_by_its_first_copy(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    trajectories = fork_on(LinearChain(("rewriter", "reranker", "answerer")), "q?", "reranker", group_size=3,
+                           generate=lambda agent, prompts: [f"{agent} {i}" for i in range(len(prompts))],
+                           example_id="q")
+    assert trajectories[1].calls[0] is trajectories[0].calls[0]  # the rewriter call before the fork
+    step_events_ingest(run, [step_event(1, trajectories)])
+    assert ModuleCall.objects.filter(rollout__run=run).count() == 3 * 3
+    (member,) = GroupMember.objects.filter(group__run=run, group__module="rewriter").select_related("call__rollout")
+    assert (member.call.rollout.index, member.call.position) == (0, 0)
+    assert Group.objects.get(run=run, module="reranker").size == 3
+
+
+def test_a_group_naming_an_unknown_call_stores_nothing(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = mhgpo_step_event(1)
+    event["groups"][0]["members"][0]["call_id"] = "no-such-call"
+    with pytest.raises(ValueError, match="no-such-call"):
+        step_events_ingest(run, [event])
+    assert not StepMetric.objects.filter(run=run).exists() and not Rollout.objects.filter(run=run).exists()
+    run.refresh_from_db()
+    assert run.last_seq == 0
+
+
+def stored_rows(run) -> dict[str, list[tuple]]:
+    """Everything stored for a run, ids replaced by positions, to compare two runs."""
+    return {
+        "metrics": list(StepMetric.objects.filter(run=run).values_list("attempt", "step", "seq", "metrics")),
+        "rollouts": list(Rollout.objects.filter(run=run).order_by("step", "index").values_list(
+            "attempt", "step", "index", "example_id", "parent__index", "teacher", "fork_point", "sampling",
+            "final_output", "reward_components", "total_reward", "failed")),
+        "calls": list(ModuleCall.objects.filter(rollout__run=run).order_by(
+            "rollout__step", "rollout__index", "position").values_list(
+            "rollout__step", "rollout__index", "position", "module", "invocation_index", "prompt", "completion",
+            "parsed_ok", "specific_reward", "propagated_reward", "advantage")),
+        "groups": list(Group.objects.filter(run=run).order_by("step", "index").values_list(
+            "attempt", "step", "index", "module", "invocation_index", "kind", "example_id", "size", "reward_mean",
+            "reward_var", "similarity", "distinct_advantages", "distinct_reward_vectors")),
+        "members": list(GroupMember.objects.filter(group__run=run).order_by(
+            "group__step", "group__index", "position").values_list(
+            "group__step", "group__index", "position", "call__rollout__index", "call__position", "padded",
+            "duplicated", "reward", "reward_components", "advantage", "component_advantages")),
+    }
+
+
+def test_the_bulk_create_writer_stores_the_same_rows_as_the_default_writer(owner, monkeypatch):
+    # On PostgreSQL the default writer is COPY; SQLite's (bulk_create) runs on PostgreSQL too.
+    events = [mhgpo_step_event(s, questions=3) for s in (1, 2)]
+    events[0]["rollouts"][0]["final_output"] = None
+    default_run = make_run(owner, state=Run.State.RUNNING)
+    step_events_ingest(default_run, events)
+    monkeypatch.setattr(ingest, "_write", ingest._write_with_bulk_create)
+    bulk_run = make_run(owner, state=Run.State.RUNNING)
+    step_events_ingest(bulk_run, events)
+    assert stored_rows(default_run) == stored_rows(bulk_run)
+    # A missing final output is SQL NULL (what isnull matches), not JSON null, in both.
+    sql_nulls = [Rollout.objects.filter(run=r, final_output__isnull=True).count() for r in (default_run, bulk_run)]
+    assert sql_nulls[0] == sql_nulls[1] >= 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
+def test_on_postgresql_rows_are_copied_not_inserted(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = mhgpo_step_event(1, questions=5)
+    with CaptureQueriesContext(connection) as queries:
+        step_events_ingest(run, [event])
+    inserts = [q["sql"].split()[2] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    copies = [q["sql"].split()[1] for q in queries.captured_queries if q["sql"].startswith("COPY")]
+    assert inserts == ['"runs_stepmetric"']  # the StepMetric row; everything else by COPY
+    assert copies == ['"runs_rollout"', '"runs_modulecall"', '"runs_group"', '"runs_groupmember"']
+    assert ModuleCall.objects.filter(rollout__run=run).count() == sum(len(t["calls"]) for t in event["rollouts"])

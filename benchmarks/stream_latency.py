@@ -1,0 +1,341 @@
+"""Latency from "step committed" to "notice received by a websocket client on loopback".
+
+Set-up, all of it throwaway: the database `cohort_bench_stream` on DATABASE_URL's server (default
+postgres://postgres@127.0.0.1:5432/postgres), migrated; Redis from REDIS_URL (default
+redis://127.0.0.1:6379/9, a database number the tests do not use) under a channel-layer prefix of its
+own; daphne serving `webapp.asgi:application` on a free loopback port; a user with a session and a
+run. A websocket client (a minimal RFC 6455 reader, see `NoticeClient`) connects to `/ws/runs/<id>/`
+with the session cookie and an allowed Origin, and reads on its own thread, as a browser reads apart
+from the worker.
+
+Per step, as the supervisor does it: `step_events_ingest(run, [a small step event])` commits (2
+questions x 4 rollouts x 3 calls); t0; the step notice goes out through `workers.supervisor.notify`
+(channel layer group_send to `run-<id>`, daphne's consumer forwards it); the latency is the moment
+the client reads the notice with that seq, minus t0. One step at a time: the next is stored once the
+previous notice arrived (or after --timeout, counted as lost). The first --warmup steps (new
+connections, first-call imports) are not counted. Target: p95 < 100 ms.
+
+Everything started is stopped at the end: the client, daphne, the database, the Redis keys under
+the benchmark's prefix.
+
+Run: ``.venv/bin/python benchmarks/stream_latency.py [--steps 200] [--warmup 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.ingest import (  # noqa: E402
+    close_django_connections,
+    django_setup,
+    make_run,
+    mhgpo_step_event,
+    throwaway_database,
+)
+
+BENCH_DATABASE = "cohort_bench_stream"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/9"
+CHANNELS_PREFIX = "cohort-bench-stream"
+TARGET_P95_MS = 100.0
+
+
+# --- daphne -------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the kernel kills daphne if this script dies, however it dies (Linux prctl)."""
+    import ctypes
+
+    os.setsid()
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace_s)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=5)
+
+
+@contextmanager
+def daphne(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[int]:
+    """daphne serving the ASGI app on a free loopback port; yields the port once /healthz answers."""
+    port = free_port()
+    with tempfile.NamedTemporaryFile(prefix="cohort-bench-daphne-", suffix=".log") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+        )
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not _answers(f"http://127.0.0.1:{port}/healthz"):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"daphne did not start:\n{Path(log.name).read_text()[-4000:]}")
+                time.sleep(0.2)
+            yield port
+        finally:
+            stop_process_group(process)
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1)
+        return True
+    except urllib.error.HTTPError:  # it answered (503: a dependency is down): the server is up
+        return True
+    except OSError:
+        return False
+
+
+# --- The websocket client -----------------------------------------------------------------------
+
+
+class NoticeClient:
+    """The smallest RFC 6455 client that reads a run's notices, on a blocking socket in its own thread.
+
+    Written here because the websocket libraries at hand do not fit: `websockets` is not installed
+    and autobahn's asyncio client cannot share a process with Django's `daphne` app (txaio picks one
+    framework per process, and daphne's is Twisted).
+    """
+
+    GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
+
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.arrived: dict[int, float] = {}  # seq -> time.perf_counter() when its frame was read
+        self.close_code: int | None = None
+        self.sending = threading.Lock()
+
+    def connect(self, host: str, port: int, path: str, *, origin: str, cookie: str, timeout_s: float = 10.0) -> None:
+        """The opening handshake; raises SystemExit when the server refuses (403: origin or login)."""
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.stream = self.sock.makefile("rb")
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\nCookie: {cookie}\r\n\r\n"
+            .encode())
+        status = self.stream.readline().decode("latin-1").strip()
+        headers = {}
+        while (line := self.stream.readline().decode("latin-1").strip()):
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        accept = base64.b64encode(hashlib.sha1((key + self.GUID).encode()).digest()).decode()
+        if not status.startswith("HTTP/1.1 101") or headers.get("sec-websocket-accept") != accept:
+            raise SystemExit(f"the websocket was refused: {status}")
+        self.sock.settimeout(None)
+        self.reader = threading.Thread(target=self._read_frames, name="notice-client", daemon=True)
+        self.reader.start()
+
+    def _read_frames(self) -> None:
+        message = b""
+        try:
+            while True:
+                opcode, fin, payload = self._read_frame()
+                at = time.perf_counter()
+                if opcode in (0x1, 0x0):  # text, continuation
+                    message += payload
+                    if fin:
+                        self._record(json.loads(message), at)
+                        message = b""
+                elif opcode == 0x9:  # ping
+                    self._send(0xA, payload)
+                elif opcode == 0x8:  # close
+                    code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
+                    self._send(0x8, payload[:2])
+                    self._closed(code)
+                    return
+        except (OSError, ValueError):
+            self._closed(1006)
+
+    def _read_frame(self) -> tuple[int, bool, bytes]:
+        head = self._read_exactly(2)
+        fin, opcode, length = bool(head[0] & 0x80), head[0] & 0x0F, head[1] & 0x7F
+        if length == 126:
+            length = struct.unpack("!H", self._read_exactly(2))[0]
+        elif length == 127:
+            length = struct.unpack("!Q", self._read_exactly(8))[0]
+        mask = self._read_exactly(4) if head[1] & 0x80 else b""  # servers do not mask; allowed anyway
+        payload = self._read_exactly(length)
+        if mask:
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        return opcode, fin, payload
+
+    def _read_exactly(self, n: int) -> bytes:
+        data = self.stream.read(n)
+        if len(data) < n:
+            raise OSError("connection closed")
+        return data
+
+    def _send(self, opcode: int, payload: bytes) -> None:
+        """One frame; a client masks every frame it sends (RFC 6455 section 5.3)."""
+        mask = os.urandom(4)
+        length = len(payload)
+        size = bytes([0x80 | length]) if length < 126 else bytes([0x80 | 126]) + struct.pack("!H", length)
+        with self.sending:
+            self.sock.sendall(bytes([0x80 | opcode]) + size + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def _record(self, notice: dict, at: float) -> None:
+        if notice.get("type") == "step":
+            with self.changed:
+                self.arrived[notice["seq"]] = at
+                self.changed.notify_all()
+
+    def _closed(self, code: int) -> None:
+        with self.changed:
+            self.close_code = code
+            self.changed.notify_all()
+
+    def wait_for(self, seq: int, timeout_s: float) -> float | None:
+        """When the notice with `seq` arrived (perf_counter), None if it did not within `timeout_s`."""
+        with self.changed:
+            self.changed.wait_for(lambda: seq in self.arrived or self.close_code is not None, timeout_s)
+            return self.arrived.get(seq)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """The closing handshake (1000, normal), then the socket."""
+        if self.close_code is None:
+            try:
+                self._send(0x8, struct.pack("!H", 1000))
+            except OSError:
+                pass
+            with self.changed:
+                self.changed.wait_for(lambda: self.close_code is not None, timeout_s)
+        self.sock.close()
+        self.reader.join(timeout_s)
+
+
+# --- Measuring ----------------------------------------------------------------------------------
+
+
+def session_cookie(user) -> str:
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def store_and_notify(run, event) -> tuple[int, float, float]:
+    """The supervisor's ship(): store the step, then notify. Returns (seq, t0 = just after commit,
+    the moment notify() returned)."""
+    from webapp.runs.ingest import step_events_ingest
+    from webapp.runs.messages import StepNotice
+    from workers.supervisor import notify
+
+    (metric,) = step_events_ingest(run, [event])  # returns after its transaction committed
+    t0 = time.perf_counter()
+    notice: StepNotice = {"type": "step", "run": run.pk, "seq": metric.seq, "step": metric.step,
+                          "metrics": metric.metrics}
+    notify(run.pk, notice)
+    return metric.seq, t0, time.perf_counter()
+
+
+def measure(run, client: NoticeClient, steps: int, warmup: int, timeout_s: float) -> tuple[list[float], list[float], int]:
+    """Latencies in ms of the counted steps, how long notify() itself took (ms), and how many
+    notices never arrived."""
+    events = [mhgpo_step_event(step, questions=2, seed=step) for step in range(1, warmup + steps + 1)]
+    latencies, sending, lost = [], [], 0
+    for i, event in enumerate(events):
+        seq, t0, sent = store_and_notify(run, event)
+        arrived = client.wait_for(seq, timeout_s)
+        if client.close_code is not None:
+            raise SystemExit(f"the websocket closed (code {client.close_code}) after {i} steps")
+        if i < warmup:
+            continue
+        sending.append((sent - t0) * 1e3)
+        if arrived is None:
+            lost += 1
+        else:
+            latencies.append((arrived - t0) * 1e3)
+    return latencies, sending, lost
+
+
+def delete_redis_keys(redis_url: str, prefix: str) -> None:
+    """The channel layer's keys under the benchmark's own prefix (group memberships live a day)."""
+    import redis
+
+    with redis.Redis.from_url(redis_url) as connection:
+        keys = list(connection.scan_iter(match=f"{prefix}*"))
+        if keys:
+            connection.delete(*keys)
+
+
+def percentile(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="steps measured")
+    parser.add_argument("--warmup", type=int, default=5, help="steps sent first and not counted")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds before a notice counts as lost")
+    args = parser.parse_args()
+
+    redis_url = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    os.environ.update(REDIS_URL=redis_url, CHANNELS_PREFIX=CHANNELS_PREFIX)
+    with throwaway_database(BENCH_DATABASE) as database_url:
+        try:
+            django_setup(database_url)
+            run = make_run()
+            cookie = session_cookie(run.owner)
+            env = dict(os.environ, DJANGO_SETTINGS_MODULE="webapp.settings", PYTHONUNBUFFERED="1")
+            with daphne(env) as port:
+                client = NoticeClient()
+                client.connect("127.0.0.1", port, f"/ws/runs/{run.pk}/", origin=f"http://127.0.0.1:{port}",
+                               cookie=cookie)
+                try:
+                    latencies, sending, lost = measure(run, client, args.steps, args.warmup, args.timeout)
+                finally:
+                    client.close()
+        finally:
+            close_django_connections()
+            delete_redis_keys(redis_url, CHANNELS_PREFIX)
+
+    if len(latencies) < 2:
+        raise SystemExit(f"only {len(latencies)} notices arrived ({lost} lost)")
+    p50, p95 = statistics.median(latencies), percentile(latencies, 95)
+    print(f"{len(latencies)} steps ({args.warmup} warm-up steps not counted), notices lost: {lost}")
+    print(f"commit -> websocket notice: p50 {p50:.1f} ms  p95 {p95:.1f} ms  max {max(latencies):.1f} ms")
+    print(f"  of which notify() until it returned (the supervisor's side): p50 {statistics.median(sending):.1f} ms  "
+          f"p95 {percentile(sending, 95):.1f} ms")
+    verdict = "met" if p95 < TARGET_P95_MS and not lost else "NOT met"
+    print(f"target p95 < {TARGET_P95_MS:.0f} ms (and no notice lost): {verdict}")
+
+
+if __name__ == "__main__":
+    main()
