@@ -28,3 +28,11 @@ def reap_stale_runs_task() -> list[int]:
     from webapp.runs.services import runs_reap_stale
 
     return runs_reap_stale(timeout=dt.timedelta(seconds=settings.COHORT_HEARTBEAT_TIMEOUT_S))
+
+
+@shared_task(name="workers.tasks.import_dataset_task")
+def import_dataset_task(dataset_id: int, staged_path: str, options: dict) -> dict:
+    """Validates and imports an uploaded dataset (default queue); its page shows the progress."""
+    from webapp.datasets.services import dataset_import_staged
+
+    return dataset_import_staged(dataset_id, staged_path, options)

@@ -1,5 +1,15 @@
-from django.contrib import admin
+import json
+import math
 
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+
+from trainer.config import ConfigError
+from trainer.programs import PROGRAMS
+from trainer.rewards import REWARDS, reward_defaults
+from webapp.datasets.models import Dataset
+from webapp.runs.catalog import task_rewards_check
 from webapp.runs.models import Group, GroupMember, ModuleCall, Program, Rollout, Run, StepMetric, Task
 
 
@@ -15,12 +25,173 @@ class ProgramAdmin(admin.ModelAdmin):
         return " → ".join(obj.modules)
 
 
+class RewardsWidget(forms.Widget):
+    """The task's rewards as a table, one row per reward: name, weight, parameters (JSON), and the
+    reward it is conditioned on with its threshold (GDPO Eq. 8). Two blank rows add rewards; a row
+    whose name is blank is dropped."""
+
+    EXTRA_ROWS = 2
+
+    def value_from_datadict(self, data, files, name):
+        rows, index = [], 0
+        while f"{name}-{index}-name" in data:
+            row = {key: (data.get(f"{name}-{index}-{key}") or "").strip()
+                   for key in ("name", "weight", "params", "condition_on", "threshold")}
+            if row["name"]:
+                rows.append(row)
+            index += 1
+        return rows
+
+    def render(self, name, value, attrs=None, renderer=None):
+        rows = value if isinstance(value, list) else _loads_list(value)
+        rows = [r for r in rows if isinstance(r, dict)] + [{}] * self.EXTRA_ROWS
+        names = sorted(REWARDS)
+        options = format_html_join("", '<option value="{}"></option>', ((n,) for n in names))
+
+        def text(value):
+            return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+        body = format_html_join("", (
+            '<tr><td><input name="{0}-{1}-name" value="{2}" list="{0}-names" size="22" aria-label="reward"></td>'
+            '<td><input name="{0}-{1}-weight" value="{3}" size="5" aria-label="weight"></td>'
+            '<td><input name="{0}-{1}-params" value="{4}" size="34" aria-label="parameters (JSON)"></td>'
+            '<td><input name="{0}-{1}-condition_on" value="{5}" list="{0}-names" size="18" aria-label="condition on"></td>'
+            '<td><input name="{0}-{1}-threshold" value="{6}" size="5" aria-label="threshold"></td></tr>'),
+            ((name, i, text(r.get("name")), text(r.get("weight", 1.0) if r else ""),
+              text(r.get("params", {}) if r else ""), text(r.get("condition_on")),
+              text(r.get("threshold", 1.0) if r.get("condition_on") else "")) for i, r in enumerate(rows)))
+        return format_html(
+            '<table id="{0}-table"><thead><tr><th>reward</th><th>weight</th><th>parameters (JSON object)</th>'
+            '<th>counts only if reward…</th><th>≥ threshold</th></tr></thead><tbody>{1}</tbody></table>'
+            '<datalist id="{0}-names">{2}</datalist>', name, body, options)
+
+
+def _loads_list(value):
+    try:
+        value = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+class RewardsField(forms.Field):
+    """Turns the widget's rows into RunConfig's reward dicts; each error names the row's reward."""
+
+    widget = RewardsWidget
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            value = _loads_list(value)
+        rewards = []
+        for row in value or []:
+            if not isinstance(row, dict) or not row.get("name"):
+                continue
+            label = f"reward {row['name']!r}"
+            reward = {"name": row["name"]}
+            try:
+                weight = float(row.get("weight") if row.get("weight") not in (None, "") else 1.0)
+            except (TypeError, ValueError):
+                raise forms.ValidationError(f"{label}: weight must be a number, e.g. 1.0.") from None
+            if not math.isfinite(weight):
+                raise forms.ValidationError(f"{label}: weight must be a finite number.")
+            reward["weight"] = weight
+            params = row.get("params") or {}
+            if isinstance(params, str):
+                try:
+                    params = json.loads(params) if params.strip() else {}
+                except ValueError as exc:
+                    raise forms.ValidationError(f"{label}: parameters are not valid JSON ({exc}).") from None
+            if not isinstance(params, dict):
+                raise forms.ValidationError(f'{label}: parameters must be a JSON object like {{"limit": 400}}.')
+            reward["params"] = params
+            if row.get("condition_on"):
+                reward["condition_on"] = row["condition_on"]
+                try:
+                    reward["threshold"] = float(row.get("threshold") if row.get("threshold") not in (None, "") else 1.0)
+                except (TypeError, ValueError):
+                    raise forms.ValidationError(f"{label}: threshold must be a number, e.g. 1.0.") from None
+            rewards.append(reward)
+        return rewards
+
+    def prepare_value(self, value):
+        return value
+
+
+def _reward_params(name: str) -> str:
+    """A reward's parameters with their defaults, as help text (a non-JSON default shows as its repr)."""
+    return json.dumps({k: v for k, v in reward_defaults(name).items()}, default=lambda v: "…")
+
+
+class TaskAdminForm(forms.ModelForm):
+    rewards = RewardsField(help_text="Registered rewards and their parameters: " + "; ".join(
+        f"{name} {_reward_params(name)}" for name in sorted(REWARDS)))
+
+    class Meta:
+        model = Task
+        fields = ["name", "title", "description", "program", "dataset", "corpus", "rewards"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "dataset" in self.fields:
+            self.fields["dataset"].queryset = Dataset.objects.exclude(kind=Dataset.Kind.CORPUS)
+            self.fields["corpus"].queryset = Dataset.objects.filter(kind=Dataset.Kind.CORPUS)
+
+    def clean(self):
+        data = super().clean()
+        program, dataset, corpus = data.get("program"), data.get("dataset"), data.get("corpus")
+        if program is None:
+            return data
+        cls = PROGRAMS.get(program.name)
+        if cls is None:
+            self.add_error("program", f"program {program.name!r} is no longer registered in trainer.programs.")
+            return data
+        kind = getattr(cls, "dataset_kind", None)
+        if dataset is None and kind is not None:
+            self.add_error("dataset", f"program {program.name!r} reads a {kind} dataset; choose one.")
+        elif dataset is not None and kind is None:
+            self.add_error("dataset", f"program {program.name!r} generates its own examples; leave the dataset empty.")
+        elif dataset is not None and dataset.kind != kind:
+            self.add_error("dataset", f"program {program.name!r} reads a {kind} dataset, and {dataset.name!r} is "
+                                      f"{dataset.kind}.")
+        if getattr(cls, "needs_corpus", False) and corpus is None:
+            self.add_error("corpus", f"program {program.name!r} retrieves passages: choose a retrieval corpus.")
+        elif corpus is not None and not getattr(cls, "needs_corpus", False):
+            self.add_error("corpus", f"program {program.name!r} does not retrieve; leave the corpus empty.")
+        if "rewards" in data:
+            try:
+                task_rewards_check(program.name, data["rewards"])
+            except ConfigError as exc:
+                self.add_error("rewards" if exc.field == "rewards" else None, str(exc))
+            except ValueError as exc:
+                self.add_error("rewards", str(exc))
+        return data
+
+
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ["name", "title", "program", "dataset", "created_at"]
+    """A task = dataset (+ retrieval corpus) + program + rewards, validated like a run's config."""
+
+    form = TaskAdminForm
+    list_display = ["name", "title", "program", "dataset", "corpus", "reward_list", "created_at"]
     list_filter = ["program"]
     search_fields = ["name", "title"]
     autocomplete_fields = ["program"]
+    list_select_related = ["program", "dataset", "corpus"]
+
+    @admin.display(description="rewards")
+    def reward_list(self, obj):
+        parts = []
+        for reward in obj.rewards or []:
+            text = f"{reward.get('weight', 1.0):g}×{reward.get('name')}"
+            if reward.get("condition_on"):
+                text += f" if {reward['condition_on']} ≥ {reward.get('threshold', 1.0):g}"
+            parts.append(text)
+        return " + ".join(parts)
+
+    def save_model(self, request, obj, form, change):
+        if not change and obj.created_by_id is None:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(Run)

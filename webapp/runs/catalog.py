@@ -1,5 +1,5 @@
 """The catalog of what runs can train: the trainer's program registry mirrored into Program rows,
-and the built-in tasks that need no uploaded data.
+the built-in tasks that need no uploaded data, and the ready-made tasks on the real datasets.
 
 `catalog_sync()` is idempotent; `manage.py sync_programs` and the quick-start run command call it.
 Programs live in code (`trainer/programs/`), never in uploads: a program that left the registry is
@@ -8,10 +8,14 @@ kept (runs point at it) but marked inactive so the launch form stops offering it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.utils import timezone
 
-from trainer.programs import list_programs, program_info
+from trainer.config import ConfigError, RunConfig
+from trainer.programs import PROGRAMS, list_programs, program_info
+from webapp.datasets.models import Dataset
 from webapp.runs.models import Program, Task
 
 # Built-in tasks: (task name, program name, title, description). Their examples are generated in
@@ -59,3 +63,74 @@ def catalog_sync() -> dict[str, int]:
     synced, deactivated = programs_sync()
     tasks = builtin_tasks_sync()
     return {"programs": synced, "deactivated": deactivated, "builtin_tasks": len(tasks)}
+
+
+@dataclass(frozen=True)
+class DataTask:
+    """A ready-made task on an imported dataset (`webapp.datasets.builtin` names the datasets)."""
+
+    name: str
+    program: str
+    dataset: str
+    title: str
+    description: str
+    rewards: tuple[dict, ...] | None = None  # None: the program's default rewards
+    corpus: str | None = None
+
+
+DATA_TASKS = (
+    DataTask("banking77", "banking77", "banking77", "Banking77 intent classification",
+             "Chain-of-thought classification of banking queries into 77 intents; reward: the label matches.",
+             ({"name": "label_match", "weight": 1.0, "params": {}},)),
+    DataTask("hotpotqa-search", "search", "hotpotqa", "HotpotQA with the MHGPO 3-agent search system",
+             "Rewriter -> BM25 over the HotpotQA corpus -> reranker -> answerer (MHGPO). Reward: answer token F1 "
+             "plus each agent's format penalty (agent-specific rewards).", None, corpus="hotpotqa-corpus"),
+    DataTask("hover-multihop", "hover", "hover", "HoVer multi-hop retrieval",
+             "Query, retrieve, take notes, hop again (a variable number of module calls, MMGRPO). Reward: recall "
+             "of the claim's supporting titles. The corpus is HotpotQA's, which holds every supporting title of "
+             "only a few HoVer claims: a real evaluation needs the full Wikipedia abstracts.",
+             ({"name": "title_recall", "weight": 1.0, "params": {"prediction_field": "titles"}},),
+             corpus="hotpotqa-corpus"),
+    DataTask("toolrl", "toolcall", "toolrl", "ToolRL tool calling (GDPO)",
+             "<think>, then <tool_call> JSON lines or a <response>. Rewards: format and correctness (GDPO "
+             "Appendix C); train with estimator 'gdpo' (preset gdpo-toolrl) to normalize them separately.",
+             ({"name": "toolrl_format", "weight": 1.0, "params": {}},
+              {"name": "toolrl_correctness", "weight": 1.0, "params": {}})),
+    DataTask("gsm8k", "math", "gsm8k", "GSM8K math with conditioned length (GDPO)",
+             "Solve step by step, end with '#### <number>'. Rewards: correctness, and a length reward that counts "
+             "only when the answer is correct (GDPO Eq. 8); train with estimator 'gdpo' (preset gdpo-math).",
+             ({"name": "numeric_match", "weight": 1.0, "params": {}},
+              {"name": "length", "weight": 1.0, "params": {"limit": 400}, "condition_on": "numeric_match",
+               "threshold": 1.0})),
+)
+
+
+def task_rewards_check(program: str, rewards: list[dict]) -> None:
+    """ConfigError (naming the field) unless `rewards` are valid for a run of `program`: the same
+    RunConfig the worker runs checks names, parameters, weights and conditioning."""
+    if program not in PROGRAMS:
+        raise ConfigError("program", f"program {program!r} is not registered in trainer.programs.")
+    RunConfig(program=program, rewards=[dict(r) for r in rewards])
+
+
+@transaction.atomic
+def data_tasks_sync() -> tuple[list[Task], list[str]]:
+    """Creates the ready-made tasks whose datasets are imported; returns (tasks, missing dataset
+    names). Idempotent: an existing task (and an admin's edits to it) is kept as it is."""
+    programs_sync()
+    tasks, missing = [], []
+    for spec in DATA_TASKS:
+        names = [spec.dataset] + ([spec.corpus] if spec.corpus else [])
+        found = {d.name: d for d in Dataset.objects.filter(name__in=names, version__gte=1)}
+        absent = [n for n in names if n not in found]
+        if absent:
+            missing += [n for n in absent if n not in missing]
+            continue
+        rewards = [dict(r) for r in (spec.rewards or program_info(spec.program)["default_rewards"])]
+        task_rewards_check(spec.program, rewards)
+        task, _ = Task.objects.get_or_create(name=spec.name, defaults={
+            "title": spec.title, "description": spec.description, "program": Program.objects.get(name=spec.program),
+            "dataset": found[spec.dataset], "corpus": found.get(spec.corpus), "rewards": rewards})
+        tasks.append(task)
+    return tasks, missing
+

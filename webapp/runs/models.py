@@ -42,6 +42,14 @@ class Task(models.Model):
         blank=True,
         help_text="Empty for tasks whose examples are generated in code (the toy task).",
     )
+    corpus = models.ForeignKey(
+        "datasets.Dataset",
+        on_delete=models.PROTECT,
+        related_name="corpus_tasks",
+        null=True,
+        blank=True,
+        help_text="Retrieval corpus (a dataset of kind 'corpus') for programs that search (search, hover).",
+    )
     rewards = models.JSONField(
         default=list,
         help_text='Rewards as RunConfig takes them: [{"name": ..., "weight": 1.0, "params": {}, '

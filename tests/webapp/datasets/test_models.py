@@ -15,6 +15,8 @@ def test_dataset_rows_unique_by_line_and_by_id():
         DatasetRow.objects.create(dataset=ds, split="dev", line_number=1, ext_id="b", data={})
     with pytest.raises(IntegrityError), transaction.atomic():
         DatasetRow.objects.create(dataset=ds, split="dev", line_number=2, ext_id="a", data={})
+    # A separate dev file (part 1) has its own line numbers.
+    DatasetRow.objects.create(dataset=ds, split="dev", part=1, line_number=1, ext_id="c", data={})
 
 
 def test_dataset_name_unique():
