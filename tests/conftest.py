@@ -14,6 +14,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,68 @@ def runs_dir(tmp_path):
     return tmp_path / "runs"
 
 
+@contextmanager
+def celery_worker(log_path: Path, env: dict[str, str], *, app=None, queues: str = "gpu,default",
+                  timeout_s: float = 60.0) -> Iterator[subprocess.Popen]:
+    """A real `celery worker` process (prefork, one child) with the environment `env`, running until
+    the block ends; its output goes to `log_path` (also `process.log_path`). `app` is a Celery app on
+    the worker's broker (the project's app by default): the worker answers its ping before the
+    block starts."""
+    if app is None:
+        from webapp.celery import app
+    hostname = f"test-{os.getpid()}-{time.monotonic_ns()}@localhost"
+    with open(log_path, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "--concurrency", "1",
+             "--pool", "prefork", "--loglevel", "INFO", "-n", hostname, "--without-mingle", "--without-gossip"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+        )
+    process.log_path = log_path
+    process.hostname = hostname
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(f"celery worker exited at start:\n{log_path.read_text()}")
+            if app.control.ping(destination=[hostname], timeout=0.5):
+                break
+        else:
+            pytest.fail(f"celery worker did not answer ping:\n{log_path.read_text()}")
+        yield process
+    finally:
+        stop_process_group(process)
+
+
+@contextmanager
+def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float = 60.0) -> Iterator[str]:
+    """The real ASGI app served by daphne on a free loopback port with the environment `env`;
+    yields its base URL once it answers HTTP."""
+    port = free_port()
+    with open(log_path, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(f"daphne exited at start:\n{log_path.read_text()}")
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=1)
+                break
+            except urllib.error.HTTPError:  # it answered (503 = a dependency is down): the server is up
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"daphne did not answer:\n{log_path.read_text()}")
+        yield url
+    finally:
+        stop_process_group(process)
+
+
 @pytest.fixture
 def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir, settings):
     """A real `celery worker` process on both queues, using the test database and Redis."""
@@ -116,53 +180,13 @@ def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir,
 
     settings.COHORT_RUNS_DIR = runs_dir
     app.control.purge()
-    log = tmp_path / "worker.log"
-    hostname = f"test-{os.getpid()}-{time.monotonic_ns()}@localhost"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "gpu,default", "--concurrency", "1",
-             "--pool", "prefork", "--loglevel", "INFO", "-n", hostname, "--without-mingle", "--without-gossip"],
-            cwd=ROOT, env=service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir)),
-            stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
-        )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"celery worker exited at start:\n{log.read_text()}")
-        if app.control.ping(destination=[hostname], timeout=0.5):
-            break
-    else:
-        stop_process_group(process)
-        pytest.fail(f"celery worker did not answer ping:\n{log.read_text()}")
-    process.log_path = log
-    yield process
-    stop_process_group(process)
+    env = service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir))
+    with celery_worker(tmp_path / "worker.log", env, app=app) as process:
+        yield process
 
 
 @pytest.fixture
 def asgi_server(transactional_db, tmp_path):
     """The real ASGI app served by daphne on a free loopback port; yields its base URL."""
-    port = free_port()
-    log = tmp_path / "daphne.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
-            cwd=ROOT, env=service_env(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"daphne exited at start:\n{log.read_text()}")
-        try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=1)
-            break
-        except urllib.error.HTTPError:  # it answered (503 = a dependency is down): the server is up
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        stop_process_group(process)
-        pytest.fail(f"daphne did not answer:\n{log.read_text()}")
-    yield url
-    stop_process_group(process)
+    with asgi_server_process(tmp_path / "daphne.log", service_env()) as url:
+        yield url

@@ -127,7 +127,14 @@ if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="cohort")},
+        "CONFIG": {
+            # redis-py 8 gives reads a 5 s socket timeout by default: exactly how long channels_redis
+            # blocks in BZPOPMIN waiting for a message, so every websocket idle for 5 s crashed with
+            # TimeoutError (django/channels_redis#422). Reads now outlast that block; a server that
+            # went away is still noticed (its host resets the connection, or the read times out).
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "prefix": env.str("CHANNELS_PREFIX", default="cohort"),
+        },
     }
 }
 
@@ -194,6 +201,14 @@ WHITENOISE_USE_FINDERS = not PRODUCTION
 
 # --- Where runs keep their event logs and checkpoints ---------------------------------------
 COHORT_RUNS_DIR = env.path("COHORT_RUNS_DIR", default=str(VAR_DIR / "runs"))
+
+# --- Dataset uploads (webapp/datasets) ------------------------------------------------------
+# Largest upload accepted; refused by Content-Length before the body is read, and counted while
+# streaming. Uploads wait for their import under the var dir, never in the repository.
+COHORT_DATASET_MAX_BYTES = env.int("COHORT_DATASET_MAX_BYTES", default=200 * 1024 * 1024)
+if COHORT_DATASET_MAX_BYTES <= 0:
+    raise ImproperlyConfigured(f"COHORT_DATASET_MAX_BYTES must be a positive number of bytes, not {COHORT_DATASET_MAX_BYTES}.")
+COHORT_DATASET_UPLOAD_DIR = env.path("COHORT_DATASET_UPLOAD_DIR", default=str(VAR_DIR / "dataset-uploads"))
 
 # --- Production hardening (passes `manage.py check --deploy --fail-level WARNING`) ------------
 if PRODUCTION:

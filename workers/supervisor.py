@@ -4,8 +4,10 @@ Training runs in a subprocess (`python -m trainer train`), never inside the fork
 CUDA or vLLM state in a fork). The trainer writes its event log first; the supervisor tails it,
 ships new step events to the database with the idempotent ingest, then notifies the run's websocket
 group. If the database is unreachable, shipping retries on the next tick from the same log offset,
-so nothing is lost. A heartbeat keeps the run from being reaped; a cancel request in the database
-becomes the trainer's STOP file, checked at the next step boundary.
+so nothing is lost; the claim and the final state wait for the database the same way. A heartbeat
+keeps the run from being reaped (an outage shorter than COHORT_HEARTBEAT_TIMEOUT_S minus
+HEARTBEAT_EVERY_S goes unnoticed); a cancel request in the database becomes the trainer's STOP
+file, checked at the next step boundary.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from trainer.cli import STOP_FILE
 from webapp.runs.ingest import step_events_ingest
@@ -36,6 +39,9 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.5
 HEARTBEAT_EVERY_S = 5.0
+DATABASE_RETRY_S = 1.0
+
+T = TypeVar("T")
 
 
 def run_dir_for(run_id: int) -> Path:
@@ -59,6 +65,25 @@ class EventTail:
         end = data.rfind(b"\n") + 1
         events = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
         return events, self.offset + end
+
+
+def outage_errors() -> tuple[type[Exception], ...]:
+    """What an unreachable database raises: Django's errors, and the driver's own where the ingest
+    uses the driver directly (psycopg's COPY is not wrapped by Django)."""
+    driver = connection.Database
+    return OperationalError, InterfaceError, driver.OperationalError, driver.InterfaceError
+
+
+def with_database(what: str, operation: Callable[[], T]) -> T:
+    """`operation()` once the database answers: an outage delays a write that must happen (the
+    claim, the final state), it does not fail the task and leave the run stuck in its old state."""
+    while True:
+        try:
+            close_old_connections()
+            return operation()
+        except outage_errors():
+            log.warning("database unavailable while %s; retrying in %.0f s", what, DATABASE_RETRY_S, exc_info=True)
+            time.sleep(DATABASE_RETRY_S)
 
 
 def notify(run_id: int, message: dict[str, Any]) -> None:
@@ -99,7 +124,7 @@ class Supervisor:
                 if event.get("type") == "status" and event.get("state") == "running":
                     run_discard_steps_after(self.run, attempt=int(event["attempt"]), step=int(event.get("step", 0)))
             stored = step_events_ingest(self.run, [e for e in events if e.get("type") == "step"])
-        except (OperationalError, InterfaceError):  # an outage; any other error is a bug and fails the run
+        except outage_errors():  # an outage; any other error is a bug and fails the run
             log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)
             return
         self.tail.offset = offset
@@ -115,7 +140,7 @@ class Supervisor:
         try:
             close_old_connections()
             return run_heartbeat(self.run.pk)
-        except (OperationalError, InterfaceError):
+        except outage_errors():
             return None
 
     def supervise(self) -> str:
@@ -162,8 +187,8 @@ class Supervisor:
         else:
             state = Run.State.FAILED
             error = (self.final_status or {}).get("error") or self._stderr_tail() or f"trainer exited with {returncode}"
-        run_finish(self.run, state, error=error)
-        self.run.refresh_from_db()
+        with_database(f"recording run {self.run.pk} {state}", lambda: run_finish(self.run, state, error=error))
+        with_database(f"reading run {self.run.pk}", self.run.refresh_from_db)
         notice: StatusNotice = {"type": "status", "run": self.run.pk, "state": self.run.state,
                                 "current_step": self.run.current_step, "error": self.run.error}
         notify(self.run.pk, notice)
@@ -178,7 +203,12 @@ class Supervisor:
 
 def supervise_run(run_id: int) -> str:
     """Claims the run (a second delivery of the same message claims nothing) and trains it."""
-    run = run_claim(run_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    run = with_database(f"claiming run {run_id}", lambda: run_claim(run_id, worker=worker))
     if run is None:
         return "not claimed"
+    # An open run page sees queued -> running without reloading.
+    notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step,
+                            "error": run.error}
+    notify(run.pk, notice)
     return Supervisor(run).supervise()
