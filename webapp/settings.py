@@ -109,6 +109,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
     _db["CONN_HEALTH_CHECKS"] = True
+    # A database host that drops packets must fail a connect (and let the supervisor retry), not hang it.
+    _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=10))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 
@@ -153,6 +155,9 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A Redis blip must not kill a multi-hour training task (Celery plans to make True the default in 6.0);
+# the run's claim makes a re-delivery after such a blip harmless.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A run whose supervisor has not sent a heartbeat for this long is marked interrupted (resumable).
 COHORT_HEARTBEAT_TIMEOUT_S = env.int("COHORT_HEARTBEAT_TIMEOUT_S", default=60)

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from trainer.cli import STOP_FILE
+from webapp.datasets.export import ExportError, task_export
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
 from webapp.runs.models import Run
@@ -104,9 +105,22 @@ class Supervisor:
         self.last_heartbeat = 0.0
         self.stderr_path = self.run_dir / f"attempt-{run.attempt}.log"
 
+    def run_config(self) -> dict[str, Any]:
+        """The run's config with its task's data files. Exported once per run and reused by every
+        attempt, so a resumed run continues over the very rows it started with even if the
+        dataset was re-uploaded meanwhile."""
+        record = self.run_dir / "data" / "export.json"
+        if record.exists():
+            files = json.loads(record.read_text())
+        else:
+            files = task_export(self.run.task, record.parent)
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps(files))
+        return {**self.run.config, **{k: v for k, v in files.items() if v is not None}}
+
     def command(self) -> list[str]:
         config_path = self.run_dir / "config.json"
-        config_path.write_text(json.dumps(self.run.config))
+        config_path.write_text(json.dumps(self.run_config()))
         argv = [sys.executable, "-m", "trainer", "train", "--config", str(config_path), "--run-dir",
                 str(self.run_dir), "--quiet", "--attempt", str(self.run.attempt)]
         if self.run.attempt > 1:
@@ -146,8 +160,12 @@ class Supervisor:
     def supervise(self) -> str:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / STOP_FILE).unlink(missing_ok=True)
+        try:
+            argv = with_database(f"exporting the data of run {self.run.pk}", self.command)
+        except ExportError as exc:
+            return self.finish_early(Run.State.FAILED, str(exc))
         with open(self.stderr_path, "ab") as err:
-            process = subprocess.Popen(self.command(), stdout=err, stderr=err, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(argv, stdout=err, stderr=err, stdin=subprocess.DEVNULL,
                                        start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             while process.poll() is None:
@@ -175,6 +193,11 @@ class Supervisor:
             if state == Run.State.CANCELLING:
                 (self.run_dir / STOP_FILE).touch()
 
+    def finish_early(self, state: str, error: str) -> str:
+        """Ends a run that could not start training (its data is missing, for instance)."""
+        with_database(f"recording run {self.run.pk} {state}", lambda: run_finish(self.run, state, error=error))
+        return self.notify_status()
+
     def finish(self, returncode: int) -> str:
         status = (self.final_status or {}).get("state")
         if status in ("succeeded", "cancelled"):
@@ -188,6 +211,9 @@ class Supervisor:
             state = Run.State.FAILED
             error = (self.final_status or {}).get("error") or self._stderr_tail() or f"trainer exited with {returncode}"
         with_database(f"recording run {self.run.pk} {state}", lambda: run_finish(self.run, state, error=error))
+        return self.notify_status()
+
+    def notify_status(self) -> str:
         with_database(f"reading run {self.run.pk}", self.run.refresh_from_db)
         notice: StatusNotice = {"type": "status", "run": self.run.pk, "state": self.run.state,
                                 "current_step": self.run.current_step, "error": self.run.error}

@@ -20,3 +20,7 @@ def test_celery_settings_fit_long_gpu_tasks():
     assert conf.task_routes["workers.tasks.run_train_task"] == {"queue": "gpu"}
     assert conf.task_default_queue == "default"
     assert conf.broker_transport_options["visibility_timeout"] >= 12 * 3600
+
+
+def test_a_broker_blip_does_not_cancel_a_running_training_task():
+    assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is False

@@ -167,6 +167,10 @@ class RunLaunchForm(forms.Form):
                 self.add_error("program", f"Task {task.name!r} generates its examples with program "
                                           f"{task.program.name!r}; choose that program.")
             return
+        if task.dataset.version == 0 or task.dataset.train_count == 0:
+            self.add_error("task", f"Dataset {task.dataset.name!r} of task {task.name!r} has no training rows "
+                                   f"yet (status: {task.dataset.status}); import it first.")
+            return
         kind = program_info(program.name)["dataset_kind"] if program.is_active else None
         if kind != task.dataset.kind:
             self.add_error("program", f"Program {program.name!r} reads {kind or 'generated'} examples, but task "

@@ -19,9 +19,9 @@ def toy_task():
     return Task.objects.get(name="toy")
 
 
-def launch_data(task, **changes) -> dict:
+def launch_data(start_task, **changes) -> dict:
     """What a browser posts when the user keeps the form's defaults, with `changes` typed in."""
-    form = RunLaunchForm(initial={**config_defaults(task), "task": task, "program": task.program.name})
+    form = RunLaunchForm(initial={**config_defaults(start_task), "task": start_task, "program": start_task.program.name})
     data = {}
     for name, field in form.fields.items():
         value = field.prepare_value(form[name].value())
@@ -158,4 +158,18 @@ def test_launch_run_command_queues_a_validated_run(owner, toy_task, tmp_path):
 def test_launch_run_command_explains_bad_input(owner, toy_task, args, message):
     with pytest.raises(CommandError, match=message):
         call_command("launch_run", "--owner", owner.username, *args)
+    assert not Run.objects.exists()
+
+
+def test_a_task_without_imported_rows_cannot_be_launched(client, owner, toy_task):
+    from webapp.datasets.models import Dataset
+
+    empty = Dataset.objects.create(name="not-yet", kind="math")
+    task = Task.objects.create(name="math-empty", title="Math", program=Program.objects.get(name="math"), dataset=empty,
+                               rewards=[{"name": "numeric_match"}])
+    client.force_login(owner)
+    data = launch_data(toy_task, task=task.pk, program="math", rewards='[{"name": "numeric_match"}]')
+    response = client.post(reverse("runs:new"), data)
+    assert response.status_code == 400
+    assert "has no training rows yet" in response.context["form"].errors["task"][0]
     assert not Run.objects.exists()
