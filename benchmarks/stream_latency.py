@@ -28,7 +28,6 @@ import base64
 import hashlib
 import json
 import os
-import signal
 import socket
 import statistics
 import struct
@@ -53,6 +52,7 @@ from benchmarks.ingest import (  # noqa: E402
     mhgpo_step_event,
     throwaway_database,
 )
+from webapp.processes import die_with_parent, stop_process_group  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_stream"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/9"
@@ -67,27 +67,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the kernel kills daphne if this script dies, however it dies (Linux prctl)."""
-    import ctypes
-
-    os.setsid()
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def stop_process_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=grace_s)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=5)
 
 
 @contextmanager

@@ -7,7 +7,6 @@ Integration tests run against the real PostgreSQL and Redis named by DATABASE_UR
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.test import Client
+
+from webapp.processes import die_with_parent, stop_process_group
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -77,27 +78,16 @@ def service_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def die_with_parent() -> None:
-    """preexec_fn: the kernel kills this child when the test process dies, however it dies, so a
-    crashed test session never leaves a worker consuming the shared queues (Linux prctl)."""
-    import ctypes
-
-    os.setsid()
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def stop_process_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=grace_s)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=5)
+def wait_for(predicate, timeout_s: float, what: str, log=None):
+    """The first truthy value of `predicate()`, polled until `timeout_s`; the failure names `what`
+    and shows the log of the process being waited on."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{log.read_text() if log else ''}")
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, wait_for
 from webapp.stack import EmbeddedRedis
 
 
@@ -21,16 +20,6 @@ def process_group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def get(url: str):

@@ -27,7 +27,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from tests.conftest import ROOT, asgi_server_process, celery_worker, service_env
+from tests.conftest import ROOT, asgi_server_process, celery_worker, service_env, wait_for
 from tests.netproxy import TcpProxy
 from tests.webapp.runs.factories import make_run, make_task
 from tests.workers.test_run_train import toy_config, wait_for_state
@@ -44,16 +44,6 @@ needs_postgres = pytest.mark.skipif(not ON_POSTGRES, reason="the database outage
                                     "front of PostgreSQL (SQLite is a file: it cannot go down)")
 
 TERMINAL = {Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED, Run.State.INTERRUPTED}
-
-
-def wait_for(predicate, timeout_s: float, what: str, log=None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{log.read_text() if log else ''}")
 
 
 def stored_steps(run: Run) -> int:
