@@ -82,6 +82,9 @@ def rewriter_penalty(parsed: Any, *, max_queries: int = 4, penalty: float = -0.5
     return float(penalty) if len(parsed) > max_queries else 0.0
 
 
+MAX_ID_DIGITS = 18
+
+
 def parse_reranker_ids(text: str) -> list[int] | None:
     """Document ids of a reranker output; ``None`` when any entry is not an id.
 
@@ -97,7 +100,9 @@ def parse_reranker_ids(text: str) -> list[int] | None:
         if not token:
             continue
         match = _RERANKER_TOKEN.fullmatch(token)
-        if match is None:
+        # A model can write a digit string longer than int() accepts (4,300 digits): no such
+        # document exists, so it is a malformed id, not a crash of the step.
+        if match is None or len(match.group(1)) > MAX_ID_DIGITS:
             return None
         ids.append(int(match.group(1)))
     return ids

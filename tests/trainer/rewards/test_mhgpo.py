@@ -183,3 +183,9 @@ def test_answerer_reward_and_per_call():
 def test_invalid_parameters(name, params):
     with pytest.raises(ValueError):
         get_reward(name, **params)
+
+
+def test_a_giant_reranker_id_is_malformed_not_a_crash():
+    assert parse_reranker_ids("Document" + "9" * 5000) is None
+    assert parse_reranker_ids("1, " + "7" * 19) is None
+    assert parse_reranker_ids("1, " + "7" * 18) == [1, int("7" * 18)]
