@@ -49,14 +49,17 @@ class GroupMember:
 
     ``padded``: a PadGroups ``fill`` copy of another invocation of the same module in the same
     trajectory. ``duplicated``: an extra copy made by SelectKDiverseElements up-sampling. ``advantage``
-    belongs to the member (the same call may sit in several groups, or twice in one).
+    belongs to the member (the same call may sit in several groups, or twice in one). ``reward`` and
+    ``reward_components`` are the values the advantage was computed from (set by
+    ``trainer.metrics.annotate_group_stats``), so the dashboard can recompute and compare estimators.
 
     Example::
 
         >>> m = GroupMember(ModuleCall("m", 0, "q", "o", True, call_id="c7"), Trajectory("e", trajectory_id="t3"),
         ...                 duplicated=True, advantage=-0.5)
-        >>> m.to_dict()
-        {'call_id': 'c7', 'trajectory_id': 't3', 'padded': False, 'duplicated': True, 'advantage': -0.5}
+        >>> m.to_dict()  # doctest: +NORMALIZE_WHITESPACE
+        {'call_id': 'c7', 'trajectory_id': 't3', 'padded': False, 'duplicated': True, 'advantage': -0.5,
+         'reward': None, 'reward_components': {}}
     """
 
     call: ModuleCall
@@ -64,6 +67,8 @@ class GroupMember:
     padded: bool = False
     duplicated: bool = False
     advantage: float | None = None
+    reward: float | None = None
+    reward_components: dict[str, float | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +77,8 @@ class GroupMember:
             "padded": self.padded,
             "duplicated": self.duplicated,
             "advantage": jsonable(self.advantage),
+            "reward": jsonable(self.reward),
+            "reward_components": jsonable(self.reward_components),
         }
 
 
@@ -80,6 +87,8 @@ class ModuleGroup:
     """A module-level GRPO group: G members that share a module and relative invocation index (MMGRPO)
     or an MHGPO group identifier. ``kind`` is ``homogeneous`` when every member saw the same prompt,
     ``heterogeneous`` otherwise (MHGPO's terms); ``to_dict`` is plain JSON for the dashboard.
+    ``reward_mean``, ``reward_var`` (unbiased) and ``similarity`` (mean pairwise token F1 of the
+    completions) are filled in by ``trainer.metrics.annotate_group_stats`` once rewards are known.
 
     Example::
 
@@ -95,6 +104,9 @@ class ModuleGroup:
     invocation_index: int | None
     members: list[GroupMember] = field(default_factory=list)
     example_id: str | None = None
+    reward_mean: float | None = None
+    reward_var: float | None = None
+    similarity: float | None = None
 
     @property
     def kind(self) -> Literal["homogeneous", "heterogeneous"]:
@@ -107,6 +119,9 @@ class ModuleGroup:
             "module": self.module,
             "invocation_index": self.invocation_index,
             "kind": self.kind,
+            "reward_mean": jsonable(self.reward_mean),
+            "reward_var": jsonable(self.reward_var),
+            "similarity": jsonable(self.similarity),
             "members": [m.to_dict() for m in self.members],
         }
 

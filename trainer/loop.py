@@ -23,7 +23,7 @@ from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpo
 from trainer.config import TINY_MODEL, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
 from trainer.grouping import ModuleGroup, assign_advantages, form_module_level_groups, group_reward_arrays
-from trainer.metrics import module_group_metrics, zero_variance_share
+from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
 from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model
 from trainer.programs import get_program
 from trainer.reporting import Reporter
@@ -239,6 +239,7 @@ class Trainer:
             propagate_rewards(trajectories)  # MHGPO Eq. 4
             groups = mhgpo_groups(trajectories)
             rewards, ids = group_reward_arrays(groups, source="call")  # R = shared + specific, (M,)
+            annotate_group_stats(groups, rewards)
             scale = {"grpo_batch_std": "batch", "grpo_no_std": "none"}.get(c.estimator, "group")
             return groups, rewards, grpo_advantages(rewards, ids, scale=scale)
         module_map = {(name, t): s for name, teacher in self.teachers.items()
@@ -249,6 +250,8 @@ class Trainer:
         raw, ids = group_reward_arrays(groups, reward_names=names)  # (M, K)
         rewards = self._condition(raw, names)
         weights = [self._spec(n).weight for n in names]
+        # The event carries what the advantages came from, so the dashboard can compare estimators.
+        annotate_group_stats(groups, rewards, reward_names=names, weights=weights)
         if c.estimator == "gdpo":
             advantages = gdpo_advantages(rewards, ids, weights=weights, batch_norm=c.gdpo_batch_norm)
         else:

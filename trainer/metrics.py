@@ -25,6 +25,7 @@ from trainer.rewards.text import token_f1 as _token_f1
 
 __all__ = [
     "advantage_resolution",
+    "annotate_group_stats",
     "group_reward_variance",
     "intra_group_similarity",
     "module_group_metrics",
@@ -173,6 +174,63 @@ def module_group_metrics(
     if advantages is not None:
         out["adv_resolution"] = advantage_resolution(r, advantages, ids)["resolution"]
     return out
+
+
+def annotate_group_stats(
+    groups: Sequence[ModuleGroup],
+    rewards: Any,
+    *,
+    reward_names: Sequence[str] | None = None,
+    weights: Any = None,
+) -> None:
+    """Store on each group and member what its advantages were computed from, for the step event.
+
+    ``rewards`` are the member rewards in ``group_reward_arrays(groups)`` order: (M,) scalars (the
+    trajectory reward r of MMGRPO Section 3.1, or the call reward R = shared + specific of MHGPO
+    Eq. 4), or (M, K) components ``reward_names`` (GDPO's r_1..r_K, after Eq. 8 conditioning). Each
+    member gets ``reward`` (with K columns the weighted sum ``sum_k w_k r_k`` of GDPO Eq. 1, NaN
+    left out) and ``reward_components``; each group ``reward_mean``, ``reward_var`` (unbiased, NaN
+    left out; None below two valid rewards) and ``similarity`` (``intra_group_similarity`` of its
+    completions, MHGPO Fig. 9).
+
+    Example::
+
+        >>> from trainer.grouping import GroupMember, ModuleGroup
+        >>> from trainer.trajectory import ModuleCall, Trajectory
+        >>> calls = [ModuleCall("answerer", 0, "q", text, True) for text in ("paris", "paris", "rome")]
+        >>> g = ModuleGroup("q/answerer#0", "answerer", 0, [GroupMember(c, Trajectory("q")) for c in calls])
+        >>> annotate_group_stats([g], [[1, 1], [1, 0], [0, 0]], reward_names=["format", "correct"])
+        >>> [m.reward for m in g.members], g.members[1].reward_components, g.reward_mean, g.reward_var
+        ([2.0, 1.0, 0.0], {'format': 1.0, 'correct': 0.0}, 1.0, 1.0)
+        >>> round(g.similarity, 4)   # pairs: 1, 0, 0
+        0.3333
+    """
+    r = np.asarray(rewards, dtype=float)
+    members = [m for g in groups for m in g.members]
+    if r.shape[0] != len(members):
+        raise ValueError(f"{r.shape[0]} rewards for {len(members)} group members")
+    if r.ndim == 2:
+        if reward_names is None or len(reward_names) != r.shape[1]:
+            raise ValueError("rewards with K columns need reward_names, one name per column")
+        w = np.ones(r.shape[1]) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
+        total = np.nansum(r * w, axis=1)  # (M,)
+        total[np.isnan(r).all(axis=1)] = np.nan
+    else:
+        total = r.reshape(-1)
+    for i, member in enumerate(members):
+        member.reward = None if np.isnan(total[i]) else float(total[i])
+        if r.ndim == 2:
+            member.reward_components = {name: (None if np.isnan(v) else float(v))
+                                        for name, v in zip(reward_names, r[i].tolist(), strict=True)}
+    start = 0
+    for group in groups:
+        values = total[start:start + len(group.members)]
+        start += len(group.members)
+        valid = values[~np.isnan(values)]
+        group.reward_mean = float(valid.mean()) if valid.size else None
+        group.reward_var = float(valid.var(ddof=1)) if valid.size >= 2 else None
+        similarity = intra_group_similarity([m.call.completion for m in group.members])
+        group.similarity = None if math.isnan(similarity) else similarity
 
 
 def _nanmean(values: np.ndarray) -> float:

@@ -1,13 +1,19 @@
-// Live charts of one run. The database is the source of truth: the page loads every stored point
-// over HTTP (metrics.json?after=<seq>), then extends its traces from websocket notices. A notice
-// whose seq is not the next one, a reconnect, or a quiet socket while the run is active all lead
-// back to HTTP from the last seq seen, so a dropped notice or a restarted Redis never loses a point.
+// Live charts of one run. The database is the source of truth: the page loads every stored series
+// over HTTP (metrics.json?max_points=N: a long series comes downsampled on the server, spikes and
+// both ends kept), then extends its traces from websocket notices. A notice whose seq is not the
+// next one, a reconnect, or a quiet socket while the run is active all lead back to HTTP from the
+// last seq seen (metrics.json?after=<seq>), so a dropped notice or a restarted Redis never loses a
+// point. Zooming a chart re-queries the visible step range at full resolution (series=...&from_step=
+// &to_step=); clicking a point opens that step's inspector.
 (function () {
   "use strict";
 
   const live = JSON.parse(document.getElementById("run-data").textContent);
   const ACTIVE = new Set(["queued", "running", "cancelling"]);
   const QUIET_MS = 10000; // an active run with no notice for this long is checked over HTTP
+  const MAX_POINTS = live.max_points || 2000; // points per trace the server sends at most
+  const GL_ABOVE = 1000; // series longer than this are drawn with WebGL (scattergl)
+  const HEATMAP_EVERY_MS = 15000;
 
   // Chart families in display order: [key prefix, title]. Keys are "<family>/<series>" or "<family>".
   const FAMILIES = [
@@ -42,6 +48,7 @@
     fetching: null,
     lastNoticeAt: Date.now(),
     closedForGood: false,
+    heatmapAt: 0,
   };
   window.cohortRun = state; // read by the browser tests and handy in the console
 
@@ -79,13 +86,83 @@
     container.insertBefore(div, after || null);
     Plotly.newPlot(div, [], {
       title: { text: titleOf(family), font: { size: 13 } },
-      margin: { l: 50, r: 10, t: 36, b: 36 }, height: 260,
-      xaxis: { title: { text: "step" } }, legend: { orientation: "h", y: -0.25 },
+      margin: { l: 50, r: 10, t: 36, b: 56 }, height: 260,
+      xaxis: { title: { text: "step", standoff: 4 } }, legend: { orientation: "h", y: -0.32 },
       showlegend: true, uirevision: "keep",
     }, { responsive: true, displaylogo: false });
-    chart = { div, traces: new Map() };
+    chart = { div, traces: new Map(), keys: new Map(), downsampled: false, zoomed: false, zoomSeq: 0 };
     state.charts.set(family, chart);
+    div.on("plotly_click", (event) => openStep(event.points && event.points[0] && event.points[0].x));
+    div.on("plotly_relayout", (event) => onRelayout(chart, event));
     return chart;
+  }
+
+  function openStep(step) {
+    if (step === undefined || step === null || !Number.isFinite(Number(step))) return;
+    location.href = live.step_url.replace("/steps/0/", `/steps/${Math.round(Number(step))}/`);
+  }
+
+  function traceSpec(series, key, x, y, long) {
+    // WebGL for long series: SVG slows down past a few thousand points.
+    return { type: long ? "scattergl" : "scatter", mode: long ? "lines" : "lines+markers", name: series, meta: key,
+             x, y, marker: { size: 4 }, connectgaps: false };
+  }
+
+  function markPoints(chart) {
+    chart.div.dataset.points = String(Math.max(0, ...chart.div.data.map((t) => t.x.length)));
+    chart.div.dataset.downsampled = String(chart.downsampled);
+    chart.div.dataset.webgl = String(chart.div.data.some((t) => t.type === "scattergl"));
+  }
+
+  // Draws a metrics.json series page: new traces are added, known ones replaced.
+  function drawSeries(seriesByKey) {
+    const byChart = new Map();
+    for (const [key, payload] of Object.entries(seriesByKey)) {
+      const [family, series] = seriesOf(key);
+      if (!byChart.has(family)) byChart.set(family, []);
+      byChart.get(family).push([key, series, payload]);
+    }
+    for (const [family, entries] of byChart) {
+      const chart = chartFor(family);
+      const fresh = entries.filter(([, series]) => !chart.traces.has(series));
+      if (fresh.length) {
+        Plotly.addTraces(chart.div, fresh.map(([key, series, p]) => traceSpec(series, key, [], [], p.total > GL_ABOVE)));
+        fresh.forEach(([key, series]) => { chart.traces.set(series, chart.traces.size); chart.keys.set(series, key); });
+      }
+      const indices = entries.map(([, series]) => chart.traces.get(series));
+      Plotly.restyle(chart.div, { x: entries.map(([, , p]) => p.x), y: entries.map(([, , p]) => p.y) }, indices);
+      chart.downsampled = entries.some(([, , p]) => p.downsampled) ||
+        (chart.downsampled && entries.length < chart.traces.size);
+      markPoints(chart);
+    }
+  }
+
+  // Zoom: fetch the visible range at full resolution (or downsampled to MAX_POINTS if still longer);
+  // back to the overview on autorange. Only charts that were downsampled need it.
+  async function onRelayout(chart, event) {
+    const lo = event["xaxis.range[0]"] ?? (event["xaxis.range"] || [])[0];
+    const hi = event["xaxis.range[1]"] ?? (event["xaxis.range"] || [])[1];
+    const reset = event["xaxis.autorange"] === true;
+    if (!(reset && chart.zoomed) && !(lo !== undefined && hi !== undefined && (chart.downsampled || chart.zoomed))) return;
+    const keys = [...chart.keys.values()];
+    const params = new URLSearchParams({ series: keys.join(","), max_points: String(MAX_POINTS) });
+    if (!reset) {
+      params.set("from_step", String(Math.max(0, Math.floor(Number(lo)))));
+      params.set("to_step", String(Math.max(0, Math.ceil(Number(hi)))));
+    }
+    const ticket = ++chart.zoomSeq; // a later zoom wins over an answer still on its way
+    chart.div.dataset.resolution = "loading";
+    try {
+      const response = await fetch(`${live.metrics_url}?${params}`, { credentials: "same-origin" });
+      if (!response.ok || ticket !== chart.zoomSeq) return;
+      const page = await response.json();
+      if (ticket !== chart.zoomSeq) return;
+      drawSeries(page.series);
+      chart.zoomed = !reset;
+      chart.div.dataset.resolution = Object.values(page.series).some((p) => p.downsampled) ? "downsampled" : "full";
+    } catch (err) {
+      say("Could not load the zoomed range.");
+    }
   }
 
   // Adds the points (oldest first) to their traces: one extendTraces call per chart.
@@ -96,7 +173,7 @@
         const [family, series] = seriesOf(key);
         if (!byChart.has(family)) byChart.set(family, new Map());
         const perSeries = byChart.get(family);
-        if (!perSeries.has(series)) perSeries.set(series, { x: [], y: [] });
+        if (!perSeries.has(series)) perSeries.set(series, { key, x: [], y: [] });
         perSeries.get(series).x.push(point.step);
         perSeries.get(series).y.push(value); // null (NaN at the source) draws a gap
       }
@@ -105,16 +182,15 @@
       const chart = chartFor(family);
       const fresh = [...perSeries.keys()].filter((s) => !chart.traces.has(s));
       if (fresh.length) {
-        Plotly.addTraces(chart.div, fresh.map((s) => ({ type: "scatter", mode: "lines+markers", name: s, x: [], y: [],
-                                                        marker: { size: 4 }, connectgaps: false })));
-        fresh.forEach((s) => chart.traces.set(s, chart.traces.size));
+        Plotly.addTraces(chart.div, fresh.map((s) => traceSpec(s, perSeries.get(s).key, [], [], false)));
+        fresh.forEach((s) => { chart.traces.set(s, chart.traces.size); chart.keys.set(s, perSeries.get(s).key); });
       }
       const indices = [], xs = [], ys = [];
       for (const [series, data] of perSeries) {
         indices.push(chart.traces.get(series)); xs.push(data.x); ys.push(data.y);
       }
       Plotly.extendTraces(chart.div, { x: xs, y: ys }, indices);
-      chart.div.dataset.points = String(Math.max(...chart.div.data.map((t) => t.x.length)));
+      markPoints(chart);
     }
   }
 
@@ -122,6 +198,7 @@
     for (const chart of state.charts.values()) { Plotly.purge(chart.div); chart.div.remove(); }
     state.charts.clear();
     state.lastSeq = 0;
+    state.heatmapAt = 0;
   }
 
   function accept(points) {
@@ -130,13 +207,66 @@
     if (points.some((p) => p.attempt > state.attempt)) {
       state.attempt = Math.max(...points.map((p) => p.attempt));
       reset();
-      refetch();
+      loadOverview().then(refetch);
       return;
     }
     plot(points);
     state.lastSeq = points[points.length - 1].seq;
     const step = points[points.length - 1].step;
     document.getElementById("run-step").textContent = step;
+    if (Date.now() - state.heatmapAt > HEATMAP_EVERY_MS) loadHeatmaps();
+  }
+
+  // The first load: every series, downsampled on the server when longer than MAX_POINTS.
+  async function loadOverview() {
+    try {
+      const response = await fetch(`${live.metrics_url}?max_points=${MAX_POINTS}`, { credentials: "same-origin" });
+      if (!response.ok) { say(`Could not load metrics (HTTP ${response.status}); retrying.`); return; }
+      const page = await response.json();
+      if (page.last_seq > state.lastSeq) {
+        state.attempt = Math.max(state.attempt, page.attempt);
+        drawSeries(page.series);
+        state.lastSeq = page.last_seq;
+      }
+      showState(page.state, page.current_step);
+    } catch (err) {
+      say("Could not load metrics; retrying.");
+    }
+  }
+
+  // Heatmaps of per-module group variance and zero-variance share over steps (binned server-side).
+  // Zero-variance share: white (every group carries signal) to red (none does).
+  const HEATMAPS = [["group_var", "Viridis"], ["zero_var_share", [[0, "#f8f9fb"], [1, "#c92a2a"]]]];
+  async function loadHeatmaps() {
+    state.heatmapAt = Date.now();
+    for (const [family, colorscale] of HEATMAPS) {
+      try {
+        const response = await fetch(`${live.heatmap_url}?family=${family}`, { credentials: "same-origin" });
+        if (!response.ok) continue;
+        const data = await response.json();
+        if (!data.modules.length) continue;
+        let div = document.getElementById(`heatmap-${family}`);
+        if (!div) {
+          div = document.createElement("div");
+          div.id = `heatmap-${family}`;
+          div.className = "chart";
+          document.getElementById("heatmaps").appendChild(div);
+          Plotly.newPlot(div, [], {}, { responsive: true, displaylogo: false });
+          div.on("plotly_click", (event) => openStep(event.points && event.points[0] && event.points[0].x));
+        }
+        const binned = data.bin > 1 ? ` (mean over ${data.bin} steps per column)` : "";
+        Plotly.react(div, [{ type: "heatmap", x: data.x, y: data.modules, z: data.z, colorscale, hoverongaps: false,
+                             zmin: family === "zero_var_share" ? 0 : undefined, zmax: family === "zero_var_share" ? 1 : undefined,
+                             colorbar: { thickness: 12 } }], {
+          title: { text: data.title + binned, font: { size: 13 } }, height: Math.max(260, 120 + 28 * data.modules.length),
+          margin: { l: 110, r: 10, t: 36, b: 40 }, xaxis: { title: { text: "step" } }, uirevision: "keep",
+        }, { responsive: true, displaylogo: false });
+        div.dataset.modules = String(data.modules.length);
+        div.dataset.columns = String(data.x.length);
+      } catch (err) {
+        /* the next notice tries again */
+      }
+    }
   }
 
   // Loads every stored point after the last seq seen; concurrent callers share one request chain.
@@ -184,7 +314,7 @@
     } else if (notice.type === "status") {
       showState(notice.state, notice.current_step);
       document.getElementById("run-error").textContent = notice.error || "";
-      refetch(); // the final steps may have been shipped after the last notice we saw
+      refetch().then(loadHeatmaps); // the final steps may have been shipped after the last notice we saw
     }
   }
 
@@ -214,5 +344,14 @@
     if (missed && state.socket && state.socket.readyState === WebSocket.OPEN) state.socket.close();
   }, 2000);
 
-  window.addEventListener("DOMContentLoaded", () => { refetch(); connect(); });
+  window.addEventListener("DOMContentLoaded", async () => {
+    document.getElementById("step-jump")?.addEventListener("submit", (event) => {
+      event.preventDefault();
+      openStep(parseInt(event.target.step.value, 10) || 1);
+    });
+    await loadOverview();
+    loadHeatmaps();
+    refetch();
+    connect();
+  });
 })();

@@ -319,7 +319,8 @@ def test_group_to_dict_is_json_and_kind():
     assert hetero.kind == "heterogeneous"
     data = json.loads(json.dumps(homo.to_dict()))
     assert data["members"][1] == {"call_id": "c1", "trajectory_id": "t", "padded": False, "duplicated": True,
-                                  "advantage": 0.5}
+                                  "advantage": 0.5, "reward": None, "reward_components": {}}
+    assert (data["reward_mean"], data["reward_var"], data["similarity"]) == (None, None, None)
 
 
 def test_grpo_on_module_groups_sums_to_zero_per_group():

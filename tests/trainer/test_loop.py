@@ -68,6 +68,13 @@ def test_step_events_carry_every_metric_rollouts_and_groups(tmp_path, model_cach
     assert np.isfinite(metrics["loss"])
     assert len(event["rollouts"]) == 4 * 4  # examples x rollouts
     assert all(len(g["members"]) == 4 for g in event["groups"])
+    # Each group carries the stats the dashboard stores, and each member the rewards behind its advantage.
+    for group in event["groups"]:
+        rewards = [m["reward"] for m in group["members"]]
+        assert group["reward_mean"] == pytest.approx(np.mean(rewards))
+        assert group["reward_var"] == pytest.approx(np.var(rewards, ddof=1))
+        assert 0.0 <= group["similarity"] <= 1.0
+        assert set(group["members"][0]["reward_components"]) == {"exact_match", "char_f1"}
 
 
 def test_resume_replays_the_remaining_steps_exactly(tmp_path, model_cache):

@@ -133,3 +133,41 @@ def test_docstring_examples():
 
     result = doctest.testmod(trainer.metrics)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_annotate_group_stats_records_what_advantages_came_from():
+    from trainer.grouping import form_module_level_groups, group_reward_arrays
+    from trainer.metrics import annotate_group_stats
+    from trainer.trajectory import ModuleCall, Trajectory
+
+    trajs = [Trajectory("q", [ModuleCall("answerer", 0, "q", text, True)], rewards={"fmt": f, "acc": a},
+                        trajectory_id=f"t{i}")
+             for i, (text, f, a) in enumerate([("paris", 1.0, 1.0), ("paris", 1.0, None), ("rome", 0.0, 0.0)])]
+    groups = form_module_level_groups(trajs, group_size=4)  # up-sampled: one duplicate
+    r, _ = group_reward_arrays(groups, reward_names=["fmt", "acc"])
+    annotate_group_stats(groups, r, reward_names=["fmt", "acc"], weights=[1.0, 2.0])
+    (g,) = groups
+    totals = [m.reward for m in g.members]
+    assert sorted(totals) == sorted([3.0, 1.0, 0.0, totals[3]])  # 1 + 2*1, 1 (acc unknown), 0, the copy
+    assert g.members[1].reward_components == {"fmt": 1.0, "acc": None}
+    assert g.reward_mean == pytest.approx(np.mean(totals))
+    assert g.reward_var == pytest.approx(np.var(totals, ddof=1))
+    assert 0.0 < g.similarity < 1.0
+    data = g.to_dict()
+    assert data["reward_var"] == g.reward_var and data["members"][0]["reward_components"]["acc"] == 1.0
+
+
+def test_annotate_group_stats_scalar_rewards_and_groups_without_signal():
+    from trainer.grouping import GroupMember, ModuleGroup
+    from trainer.metrics import annotate_group_stats
+    from trainer.trajectory import ModuleCall, Trajectory
+
+    alone = ModuleGroup("a", "m", 0, [GroupMember(ModuleCall("m", 0, "q", "x", True), Trajectory("e"))])
+    unknown = ModuleGroup("b", "m", 0, [GroupMember(ModuleCall("m", 0, "q", "x", True), Trajectory("e")),
+                                        GroupMember(ModuleCall("m", 0, "q", "y", True), Trajectory("e"))])
+    annotate_group_stats([alone, unknown], [0.5, np.nan, np.nan])
+    assert (alone.reward_mean, alone.reward_var, alone.similarity) == (0.5, None, None)
+    assert (unknown.reward_mean, unknown.reward_var) == (None, None)
+    assert [m.reward for m in unknown.members] == [None, None] and unknown.members[0].reward_components == {}
+    with pytest.raises(ValueError, match="2 rewards for 3"):
+        annotate_group_stats([alone, unknown], [0.0, 1.0])

@@ -11,4 +11,12 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel", views.run_cancel_view, name="cancel"),
     path("runs/<int:run_id>/resume", views.run_resume_view, name="resume"),
     path("runs/<int:run_id>/metrics.json", views.run_metrics, name="metrics"),
+    path("runs/<int:run_id>/heatmap.json", views.run_heatmap, name="heatmap"),
+    path("runs/<int:run_id>/steps/<int:step>/", views.run_step, name="step"),
+    path("runs/<int:run_id>/steps/<int:step>/trajectories", views.run_trajectories, name="trajectories"),
+    path("runs/<int:run_id>/groups/<int:group_id>/", views.run_group, name="group"),
+    path("runs/<int:run_id>/calls/<int:call_id>/prompt", views.run_call_prompt, name="call_prompt"),
+    path("runs/<int:run_id>/export/metrics.csv", views.run_export_metrics, name="export_metrics"),
+    path("runs/<int:run_id>/export/rollouts.jsonl", views.run_export_rollouts, name="export_rollouts"),
+    path("runs/compare", views.run_compare, name="compare"),
 ]

@@ -1,19 +1,53 @@
 """Run pages and endpoints: parse input, call a selector or service, render."""
 
 from django.contrib import messages
-from django.http import JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from webapp.runs import export, groups, inspect, present, series
 from webapp.runs.forms import RunFilterForm, RunLaunchForm
 from webapp.runs.launch import config_defaults, preset_choices
-from webapp.runs.models import InvalidTransition, Task
-from webapp.runs.selectors import run_get_for_user, run_list_filtered, step_metrics_after
+from webapp.runs.models import InvalidTransition, ModuleCall, Task
+from webapp.runs.selectors import run_get_for_user, run_list_filtered, run_list_for_user, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 
 METRICS_PAGE_LIMIT = 5000
 RUNS_PAGE_LIMIT = 200
+MAX_POINTS_DEFAULT = 2000  # about two points per horizontal pixel of a wide chart
+MAX_POINTS_LIMIT = 20000
+MAX_SERIES = 64
+HEATMAP_COLUMNS_DEFAULT = 400
+EXAMPLES_PAGE = 200
+GROUPS_PAGE = 200
+COMPARE_MAX_RUNS = 8
+COMPARE_MAX_METRICS = 12
+
+
+class BadParam(ValueError):
+    """A query parameter that cannot be used: answered with 400 and this message."""
+
+
+def _int_param(request, name: str, *, default=None, low: int = 0, high: int | None = None):
+    raw = request.GET.get(name)
+    if raw is None or raw == "":
+        if default is BadParam:
+            raise BadParam(f"'{name}' is required.")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadParam(f"'{name}' must be an integer, not {raw!r}.") from None
+    if value < low or (high is not None and value > high):
+        raise BadParam(f"'{name}' must be between {low} and {high if high is not None else 'any'}, not {value}.")
+    return value
+
+
+def _bad(request, message: str, *, json_response: bool = False):
+    if json_response:
+        return JsonResponse({"error": message}, status=400)
+    return render(request, "runs/bad_request.html", {"message": message}, status=400)
 
 
 @require_GET
@@ -76,6 +110,10 @@ def _detail_context(run) -> dict:
     live = {
         "run": run.pk, "state": run.state, "attempt": run.attempt,
         "metrics_url": reverse("runs:metrics", args=[run.pk]), "socket_path": f"/ws/runs/{run.pk}/",
+        "heatmap_url": reverse("runs:heatmap", args=[run.pk]),
+        # The step page of step N is this with 0 replaced by N (clicking a chart point opens it).
+        "step_url": reverse("runs:step", args=[run.pk, 0]),
+        "max_points": MAX_POINTS_DEFAULT,
     }
     return {"run": run, "live": live}
 
@@ -101,10 +139,22 @@ def _transition(request, run_id, service, done_message: str):
     return redirect("runs:detail", run_id=run.pk)
 
 
+SERIES_PARAMS = ("series", "max_points", "from_step", "to_step")
+
+
 @require_GET
 def run_metrics(request, run_id: int):
-    """`GET /runs/<id>/metrics.json?after=<seq>`: the stored step metrics after a seq."""
+    """`GET /runs/<id>/metrics.json?after=<seq>`: the stored step metrics after a seq.
+
+    With any of `series=a,b`, `max_points=`, `from_step=`, `to_step=` it answers per series instead
+    (see `_metric_series`): the long-run overview and the zoom re-query of the live page.
+    """
     run = run_get_for_user(request.user, run_id)
+    if any(name in request.GET for name in SERIES_PARAMS):
+        if "after" in request.GET:
+            return _bad(request, "'after' pages the raw points; it cannot be combined with series parameters.",
+                        json_response=True)
+        return _metric_series(request, run)
     raw_after = request.GET.get("after", "0")
     try:
         after = int(raw_after)
@@ -123,3 +173,157 @@ def run_metrics(request, run_id: int):
             "points": points,
         }
     )
+
+
+def _metric_series(request, run):
+    """Per-series traces in a step range, each at most `max_points` long (MinMaxLTTB downsampling
+    keeps spikes and the first and last points); `last_seq` is the newest row read, so the live page
+    continues from it with `?after=`."""
+    try:
+        max_points = _int_param(request, "max_points", default=MAX_POINTS_DEFAULT, low=10, high=MAX_POINTS_LIMIT)
+        from_step = _int_param(request, "from_step")
+        to_step = _int_param(request, "to_step")
+        if from_step is not None and to_step is not None and from_step > to_step:
+            raise BadParam(f"'from_step' ({from_step}) must not be after 'to_step' ({to_step}).")
+        keys = None
+        if request.GET.get("series"):
+            keys = list(dict.fromkeys(k.strip() for k in request.GET["series"].split(",") if k.strip()))
+            if len(keys) > MAX_SERIES or any(len(k) > 200 for k in keys):
+                raise BadParam(f"'series' takes at most {MAX_SERIES} metric keys of at most 200 characters.")
+    except BadParam as exc:
+        return _bad(request, str(exc), json_response=True)
+    found, last_seq = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
+    return JsonResponse({
+        "run": run.pk, "state": run.state, "current_step": run.current_step, "attempt": run.attempt,
+        "last_seq": last_seq, "complete": True, "points": [],
+        "from_step": from_step, "to_step": to_step, "max_points": max_points,
+        "series": {key: series.series_payload(s, max_points) for key, s in found.items()},
+    })
+
+
+@require_GET
+def run_heatmap(request, run_id: int):
+    """`GET /runs/<id>/heatmap.json?family=group_var|zero_var_share&max_columns=`: modules x steps."""
+    run = run_get_for_user(request.user, run_id)
+    family = request.GET.get("family", "group_var")
+    if family not in series.HEATMAP_FAMILIES:
+        return _bad(request, f"'family' must be one of {sorted(series.HEATMAP_FAMILIES)}, not {family!r}.",
+                    json_response=True)
+    try:
+        columns = _int_param(request, "max_columns", default=HEATMAP_COLUMNS_DEFAULT, low=2, high=5000)
+    except BadParam as exc:
+        return _bad(request, str(exc), json_response=True)
+    return JsonResponse(series.metric_heatmap(run, family, max_columns=columns))
+
+
+@require_GET
+def run_step(request, run_id: int, step: int):
+    """One step: its metrics, its examples (links to the trajectory inspector) and its groups."""
+    run = run_get_for_user(request.user, run_id)
+    try:
+        attempt = _int_param(request, "attempt", low=1)
+        offset = _int_param(request, "offset", default=0)
+    except BadParam as exc:
+        return _bad(request, str(exc))
+    attempt, metrics = inspect.step_attempt(run, step, attempt)
+    module = request.GET.get("module", "")[:100]
+    examples, n_examples = inspect.step_examples(run, attempt, step, offset=offset, limit=EXAMPLES_PAGE)
+    group_rows, n_groups = inspect.step_groups(run, attempt, step, module=module, limit=GROUPS_PAGE)
+    return render(request, "runs/step.html", {
+        "run": run, "step": step, "attempt": attempt, "metrics": sorted(metrics.items()),
+        "examples": examples, "n_examples": n_examples, "offset": offset, "page": EXAMPLES_PAGE,
+        "next_offset": offset + EXAMPLES_PAGE if offset + EXAMPLES_PAGE < n_examples else None,
+        "modules": inspect.step_module_summary(run, attempt, step), "groups": group_rows, "n_groups": n_groups,
+        "module": module,
+    })
+
+
+@require_GET
+def run_trajectories(request, run_id: int, step: int):
+    """The trajectory inspector: `?example=<id>` of a step, rollouts side by side, calls aligned."""
+    run = run_get_for_user(request.user, run_id)
+    example_id = request.GET.get("example", "")
+    try:
+        if not example_id:
+            raise BadParam("'example' is required: the example id whose rollouts to show.")
+        attempt = _int_param(request, "attempt", low=1)
+    except BadParam as exc:
+        return _bad(request, str(exc))
+    grid = inspect.trajectory_grid(run, step, example_id, attempt=attempt)
+    return render(request, "runs/trajectories.html", {
+        "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk),
+        "columns": list(zip([inspect.slot_label(s) for s in grid.slots], grid.distinct, strict=True)),
+    })
+
+
+@require_GET
+def run_group(request, run_id: int, group_id: int):
+    """The group inspector: members, reward components, used / GRPO / GDPO advantages side by side."""
+    run = run_get_for_user(request.user, run_id)
+    view = groups.group_detail(run, group_id)
+    chart = {
+        "labels": [f"#{m.member.position} r{m.member.call.rollout.index}" for m in view.members],
+        "used": [m.used for m in view.members], "grpo": [m.grpo for m in view.members],
+        "gdpo": [m.gdpo for m in view.members],
+    }
+    return render(request, "runs/group.html", {"run": run, "view": view, "group": view.group, "chart": chart,
+                                               "has_forks": (run.config or {}).get("strategy") == "mhgpo"})
+
+
+@require_GET
+def run_call_prompt(request, run_id: int, call_id: int):
+    """A module call's prompt, as plain text (the inspector loads prompts on demand)."""
+    run = run_get_for_user(request.user, run_id)
+    prompt = ModuleCall.objects.filter(pk=call_id, rollout__run=run).values_list("prompt", flat=True).first()
+    if prompt is None:
+        raise Http404("No such call in this run.")
+    return HttpResponse(prompt, content_type="text/plain; charset=utf-8")
+
+
+@require_GET
+def run_compare(request):
+    """Overlay chosen metrics of several runs (`?runs=1&runs=2&metrics=reward/mean`), with the
+    settings in which their configs differ."""
+    visible = run_list_for_user(request.user)
+    raw_ids = request.GET.getlist("runs")
+    try:
+        ids = list(dict.fromkeys(int(i) for i in raw_ids))
+    except ValueError:
+        return _bad(request, "'runs' must be run ids.")
+    if len(ids) > COMPARE_MAX_RUNS:
+        return _bad(request, f"Compare at most {COMPARE_MAX_RUNS} runs at once.")
+    chosen = list(visible.filter(pk__in=ids)) if ids else []
+    if len(chosen) != len(ids):
+        raise Http404("No such run.")  # a stranger's run is as absent as a missing one
+    chosen.sort(key=lambda r: ids.index(r.pk))
+    keys = series.metric_keys(chosen)
+    wanted = [k for k in request.GET.getlist("metrics") if k] or [k for k in ("reward/mean",) if k in keys]
+    if len(wanted) > COMPARE_MAX_METRICS:
+        return _bad(request, f"Choose at most {COMPARE_MAX_METRICS} metrics.")
+    traces = series.compared_series(chosen, wanted, max_points=MAX_POINTS_DEFAULT)
+    payload = {
+        "runs": [{"id": r.pk, "name": str(r), "step_url": reverse("runs:step", args=[r.pk, 0])} for r in chosen],
+        "metrics": [{"key": k, "traces": {str(rid): t for rid, t in traces.get(k, {}).items()}} for k in wanted],
+    }
+    return render(request, "runs/compare.html", {
+        "chosen": chosen, "choices": list(visible[:RUNS_PAGE_LIMIT]), "keys": keys, "wanted": wanted,
+        "differences": series.config_differences(chosen), "payload": payload,
+    })
+
+
+@require_GET
+def run_export_metrics(request, run_id: int):
+    """Every stored step's metrics as CSV, streamed."""
+    run = run_get_for_user(request.user, run_id)
+    response = StreamingHttpResponse(export.metrics_csv(run), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-metrics.csv"'
+    return response
+
+
+@require_GET
+def run_export_rollouts(request, run_id: int):
+    """Every rollout with its module calls as JSON Lines, streamed."""
+    run = run_get_for_user(request.user, run_id)
+    response = StreamingHttpResponse(export.rollouts_jsonl(run), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.jsonl"'
+    return response

@@ -1,0 +1,143 @@
+"""Realistic step events for the inspector tests, built with the trainer's own sampling, grouping,
+advantage and metric code, and stored through the real ingest service.
+
+- `hover_step_event`: a HoVer-style program (MMGRPO Section 5): per hop a `create_query` call and a
+  `summarize` call, stopping after 1-3 hops, some rollouts failing to parse (their last call), so
+  call counts vary; MMGRPO module-level groups with PadGroups `fill` and up-sampling to G.
+- `collapse_step_event`: one example whose rewards (format, correct) are (1,0), (0,1), (0,1), (0,0):
+  GRPO on the sum gives (1,0) and (0,1) the same advantage, GDPO does not (GDPO paper, Section 2).
+- `mhgpo_step_event`: Fork-on-First on a rewriter -> reranker -> answerer chain (MHGPO Algorithm 3),
+  rewards propagated backward, agent-specific penalties, homogeneous and heterogeneous groups.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+
+from trainer.advantages import grpo_advantages
+from trainer.grouping import assign_advantages, form_module_level_groups, group_reward_arrays
+from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
+from trainer.sampling import (
+    LinearChain,
+    apply_specific_rewards,
+    fork_on_first,
+    mhgpo_groups,
+    propagate_rewards,
+)
+from trainer.trajectory import ModuleCall, Trajectory, jsonable
+from webapp.runs.ingest import step_events_ingest
+
+HOVER_REWARDS = ("recall", "format")
+WORDS = ("river", "album", "born", "city", "film", "novel", "league", "museum", "author", "capital")
+
+
+def _event(step: int, trajectories, groups, rewards, advantages, *, attempt: int = 1, extra=None) -> dict:
+    totals = [t.reward for t in trajectories if t.reward is not None]
+    metrics = {"reward/mean": float(np.mean(totals)) if totals else None,
+               "failure_rate": float(np.mean([t.failed for t in trajectories]))}
+    metrics.update(module_group_metrics(groups, rewards, advantages))
+    total = np.nansum(rewards, axis=1) if np.ndim(rewards) == 2 else rewards
+    metrics["zero_var_share"] = zero_variance_share(total, [gi for gi, g in enumerate(groups) for _ in g.members])
+    metrics.update(extra or {})
+    return jsonable({"type": "step", "attempt": attempt, "step": step, "metrics": metrics,
+                     "rollouts": [t.to_dict() for t in trajectories], "groups": [g.to_dict() for g in groups]})
+
+
+def _mmgrpo(step, trajectories, *, group_size, names, attempt=1, extra=None) -> dict:
+    groups = form_module_level_groups(trajectories, group_size=group_size, padding="fill", rng=step)
+    rewards, ids = group_reward_arrays(groups, reward_names=list(names))  # (M, K)
+    advantages = grpo_advantages(rewards, ids)
+    assign_advantages(groups, advantages)
+    annotate_group_stats(groups, rewards, reward_names=list(names))
+    return _event(step, trajectories, groups, rewards, advantages, attempt=attempt, extra=extra)
+
+
+def hover_trajectories(step: int, *, examples: int, rollouts: int, seed: int = 0, prompt_words: int = 30):
+    """HoVer-style rollouts with 1-3 hops (2-6 calls); about one in six fails to parse its last call."""
+    rng = random.Random(seed * 7919 + step)
+    trajectories = []
+    for e in range(examples):
+        claim = " ".join(rng.choice(WORDS) for _ in range(prompt_words))
+        for r in range(rollouts):
+            hops = rng.randint(1, 3)
+            failed = rng.random() < 0.17
+            calls, notes = [], []
+            for hop in range(hops):
+                query = f"Query: {rng.choice(WORDS)} {rng.choice(WORDS)} {claim.split()[hop]}"
+                calls.append(ModuleCall("create_query", hop, f"Claim: {claim}\nNotes: {notes}", query, True))
+                note = f"Notes: {rng.choice(WORDS)} {rng.choice(WORDS)} Enough: {'yes' if hop == hops - 1 else 'no'}"
+                calls.append(ModuleCall("summarize", hop, f"Claim: {claim}\nPassages for {query}", note, True))
+                notes.append(note)
+            if failed:
+                calls[-1].parsed_ok = False
+                calls[-1].completion = "I am not sure"
+            for j, call in enumerate(calls):
+                call.call_id = f"e{e}r{r}c{j}"
+            recall = None if failed else round(rng.choice([0.0, 0.5, 1.0]), 2)
+            fmt = 0.0 if failed else 1.0
+            trajectories.append(Trajectory(f"claim-{e}", calls, rewards={"recall": recall, "format": fmt},
+                                           failed=failed, trajectory_id=f"e{e}r{r}",
+                                           total_reward=-1.0 if failed else recall + fmt,
+                                           final_output={"titles": [f"T{e}-{r}"]}))
+    return trajectories
+
+
+def hover_step_event(step: int, *, examples: int = 2, rollouts: int = 4, group_size: int = 5, attempt: int = 1,
+                     seed: int = 0, extra=None) -> dict:
+    trajectories = hover_trajectories(step, examples=examples, rollouts=rollouts, seed=seed)
+    return _mmgrpo(step, trajectories, group_size=group_size, names=HOVER_REWARDS, attempt=attempt, extra=extra)
+
+
+def collapse_step_event(step: int = 1, *, members: int = 4) -> dict:
+    """One example, one module; the first four rewards are the GDPO paper's collapsing pattern,
+    more members repeat it (so the number of members can grow while the distinct counts stay)."""
+    pattern = [(1.0, 0.0), (0.0, 1.0), (0.0, 1.0), (0.0, 0.0)]
+    trajectories = []
+    for i in range(members):
+        fmt, correct = pattern[i % 4]
+        call = ModuleCall("answerer", 0, "Q: capital of France?", ["<think/>Paris", "Paris", "paris!", "Lyon"][i % 4] +
+                          f" ({i})", True, call_id=f"c{i}")
+        trajectories.append(Trajectory("q-collapse", [call], rewards={"format": fmt, "correct": correct},
+                                       trajectory_id=f"t{i}", total_reward=fmt + correct))
+    return _mmgrpo(step, trajectories, group_size=members, names=("format", "correct"))
+
+
+def mhgpo_step_event(step: int, *, questions: int = 2, group_size: int = 3, attempt: int = 1) -> dict:
+    counter = itertools.count()
+    program = LinearChain(("rewriter", "reranker", "answerer"))
+
+    def generate(agent, prompts):
+        return [f"{agent} says {next(counter) % 5}" if agent != "reranker" or i % 5 else "" for i, _ in enumerate(prompts)]
+
+    trajectories = fork_on_first(program, [f"question {q} " + "context " * 20 for q in range(questions)],
+                                 group_size=group_size, generate=generate,
+                                 example_ids=[f"q{q}" for q in range(questions)])
+    for i, t in enumerate(trajectories):
+        t.rewards = {"f1": None if t.failed else (i % 3) / 2}
+        t.total_reward = -1.0 if t.failed else (i % 3) / 2
+    apply_specific_rewards(trajectories, {"answerer": lambda c: -0.5 if len(c.completion.split()) > 2 else 0.0})
+    propagate_rewards(trajectories)
+    groups = mhgpo_groups(trajectories)
+    rewards, ids = group_reward_arrays(groups, source="call")
+    advantages = grpo_advantages(rewards, ids)
+    assign_advantages(groups, advantages)
+    annotate_group_stats(groups, rewards)
+    return _event(step, trajectories, groups, rewards, advantages, attempt=attempt)
+
+
+def make_run(owner, *, config: dict | None = None, **fields):
+    """`factories.make_run` with a chosen config (the strategy decides how groups are read)."""
+    from tests.webapp.runs.factories import make_run as make_plain_run
+
+    run = make_plain_run(owner, **fields)
+    if config is not None:
+        run.config = {"steps": 4, **config}
+        run.save(update_fields=["config"])
+    return run
+
+
+def ingest(run, events) -> None:
+    step_events_ingest(run, list(events))

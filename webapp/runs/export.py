@@ -1,0 +1,78 @@
+"""Whole-run exports, streamed in constant memory: step metrics as CSV, rollouts (with their module
+calls) as JSON Lines.
+
+Rows come from `QuerySet.iterator(chunk_size)`: server-side cursors on PostgreSQL, `fetchmany` on
+SQLite, so the web process never holds more than a chunk, and the number of queries does not depend
+on the number of rows (the metric keys, the rollouts and the calls are one query each).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+
+from webapp.runs.models import ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.series import metric_keys
+
+CHUNK_ROWS = 500  # rows per server-side fetch and per streamed piece
+ROLLOUTS_PER_PIECE = 100  # a rollout carries its calls' prompts (kilobytes each): smaller pieces
+CSV_FIXED = ["seq", "attempt", "step", "created_at"]
+
+
+def metrics_csv(run: Run) -> Iterator[str]:
+    """`seq,attempt,step,created_at,<every metric key...>`, one line per stored step, in seq order."""
+    keys = metric_keys([run])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_FIXED + keys)
+    rows = (StepMetric.objects.filter(run=run).order_by("seq")
+            .values_list("seq", "attempt", "step", "created_at", "metrics").iterator(chunk_size=CHUNK_ROWS))
+    for n, (seq, attempt, step, created_at, metrics) in enumerate(rows, start=1):
+        writer.writerow([seq, attempt, step, created_at.isoformat()] + [_csv_value(metrics.get(k)) for k in keys])
+        if n % CHUNK_ROWS == 0:
+            yield _drain(buffer)
+    yield _drain(buffer)
+
+
+def _csv_value(value) -> str:
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def _drain(buffer: io.StringIO) -> str:
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text
+
+
+CALL_FIELDS = ("rollout_id", "position", "module", "invocation_index", "prompt", "completion", "parsed_ok",
+               "specific_reward", "propagated_reward", "advantage")
+ROLLOUT_FIELDS = ("id", "attempt", "step", "index", "example_id", "parent_id", "teacher", "fork_point", "sampling",
+                  "final_output", "reward_components", "total_reward", "failed")
+
+
+def rollouts_jsonl(run: Run) -> Iterator[str]:
+    """One JSON object per rollout, with its calls in order, in storage order (ids increase in the
+    order steps were stored). Two cursors read side by side: rollouts by id, calls by (rollout, position)."""
+    rollouts = Rollout.objects.filter(run=run).order_by("pk").values_list(*ROLLOUT_FIELDS).iterator(chunk_size=CHUNK_ROWS)
+    calls = (ModuleCall.objects.filter(rollout__run=run).order_by("rollout_id", "position")
+             .values_list(*CALL_FIELDS).iterator(chunk_size=CHUNK_ROWS * 10))
+    pending = next(calls, None)
+    lines: list[str] = []
+    for values in rollouts:
+        rollout = dict(zip(ROLLOUT_FIELDS, values, strict=True))
+        own = []
+        # Calls are sorted by rollout id like the rollouts, so this rollout's calls come next.
+        while pending is not None and pending[0] <= rollout["id"]:
+            if pending[0] == rollout["id"]:
+                own.append(dict(zip(CALL_FIELDS[1:], pending[1:], strict=True)))
+            pending = next(calls, None)
+        rollout["calls"] = own
+        lines.append(json.dumps(rollout, ensure_ascii=False, allow_nan=False))
+        if len(lines) >= ROLLOUTS_PER_PIECE:
+            yield "\n".join(lines) + "\n"
+            lines = []
+    if lines:
+        yield "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""Metric series for the charts: per-series arrays from StepMetric rows, server-side downsampling of
+long series (MinMaxLTTB, tsdownsample), the per-module heatmaps and the run comparison.
+
+A series is one metric key (`reward/mean`, `group_var/rewriter`, ...) as (step, value) pairs. When a
+step was stored by several attempts (a resumed run re-does the steps after its checkpoint), the
+newest row (highest seq) wins, so a chart shows what the run ended with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+from django.db.models.fields.json import KeyTransform
+from tsdownsample import MinMaxLTTBDownsampler
+
+from webapp.runs.models import Run, StepMetric
+
+# Heatmap families: the per-module series `<family>/<module>` the trainer reports each step.
+HEATMAP_FAMILIES = {
+    "group_var": "Group reward variance per module",
+    "zero_var_share": "Zero-variance groups per module (share)",
+}
+
+
+@dataclass
+class Series:
+    """One metric over steps, NaN where the value was null (a gap in the chart)."""
+
+    steps: np.ndarray  # (n,) int64, increasing
+    values: np.ndarray  # (n,) float64
+
+    def window(self, from_step: int | None, to_step: int | None) -> Series:
+        lo = 0 if from_step is None else int(np.searchsorted(self.steps, from_step, side="left"))
+        hi = self.steps.size if to_step is None else int(np.searchsorted(self.steps, to_step, side="right"))
+        return Series(self.steps[lo:hi], self.values[lo:hi])
+
+
+def _finite_or_none(value) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _collect(rows: Iterable[tuple], keys: Sequence[str] | None) -> tuple[dict[str, dict[int, float | None]], int]:
+    """rows in seq order: (seq, step, metrics dict) when keys is None, else (seq, step, v_1..v_k)."""
+    per_key: dict[str, dict[int, float | None]] = {}
+    last_seq = 0
+    for row in rows:
+        seq, step = row[0], row[1]
+        last_seq = max(last_seq, seq)
+        items = row[2].items() if keys is None else zip(keys, row[2:], strict=True)
+        for key, value in items:
+            if keys is not None and value is None and key not in per_key:
+                continue  # the key is absent from this row (KeyTransform gives None): no point
+            per_key.setdefault(key, {})[step] = _finite_or_none(value)  # a later seq overwrites
+    return per_key, last_seq
+
+
+def metric_series(run: Run, *, keys: Sequence[str] | None = None, from_step: int | None = None,
+                  to_step: int | None = None) -> tuple[dict[str, Series], int]:
+    """The run's series (all of them, or only `keys`) within [from_step, to_step], and the highest
+    seq read. One query; with `keys`, only those JSON values are read (the zoom path)."""
+    rows = StepMetric.objects.filter(run=run)
+    if from_step is not None:
+        rows = rows.filter(step__gte=from_step)
+    if to_step is not None:
+        rows = rows.filter(step__lte=to_step)
+    rows = rows.order_by("seq")
+    if keys is None:
+        raw, last_seq = _collect(rows.values_list("seq", "step", "metrics").iterator(chunk_size=2000), None)
+    else:
+        annotations = {f"k{i}": KeyTransform(key, "metrics") for i, key in enumerate(keys)}
+        values = rows.annotate(**annotations).values_list("seq", "step", *annotations)
+        raw, last_seq = _collect(values.iterator(chunk_size=2000), list(keys))
+    series = {}
+    for key, by_step in raw.items():
+        steps = np.fromiter(sorted(by_step), dtype=np.int64, count=len(by_step))
+        values = np.asarray([np.nan if by_step[s] is None else by_step[s] for s in steps.tolist()], dtype=float)
+        series[key] = Series(steps, values)
+    return series, last_seq
+
+
+def downsample_indices(steps: np.ndarray, values: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices of at most `max_points` points that draw like the whole series: MinMaxLTTB (min/max
+    preselection, then Largest-Triangle-Three-Buckets) keeps spikes and the first and last points.
+    NaN values (gaps) are left out of a downsampled series; short series come back whole."""
+    n = steps.size
+    if n <= max_points:
+        return np.arange(n)
+    finite = np.flatnonzero(np.isfinite(values))
+    if finite.size <= max_points:
+        return finite
+    picked = MinMaxLTTBDownsampler().downsample(steps[finite], values[finite], n_out=max_points)
+    return finite[np.asarray(picked, dtype=np.int64)]
+
+
+def series_payload(series: Series, max_points: int) -> dict:
+    """JSON for one trace: x, y (None for gaps), total points in range, whether it was downsampled."""
+    idx = downsample_indices(series.steps, series.values, max_points)
+    y = series.values[idx]
+    return {
+        "x": series.steps[idx].tolist(),
+        "y": [None if math.isnan(v) else v for v in y.tolist()],
+        "total": int(series.steps.size),
+        "downsampled": bool(idx.size < series.steps.size),
+    }
+
+
+def metric_heatmap(run: Run, family: str, *, max_columns: int) -> dict:
+    """Rows: modules; columns: steps (equal-width step bins of their mean when the run has more
+    steps than `max_columns`); z: the `<family>/<module>` values (None where unknown)."""
+    series, _ = metric_series(run)
+    prefix = family + "/"
+    modules = sorted(k[len(prefix):] for k in series if k.startswith(prefix))
+    if not modules:
+        return {"family": family, "title": HEATMAP_FAMILIES[family], "modules": [], "x": [], "z": [], "bin": 1}
+    steps = np.unique(np.concatenate([series[prefix + m].steps for m in modules]))  # (S,)
+    grid = np.full((len(modules), steps.size), np.nan)  # (modules, S)
+    for row, module in enumerate(modules):
+        s = series[prefix + module]
+        grid[row, np.searchsorted(steps, s.steps)] = s.values
+    width = max(1, math.ceil(steps.size / max_columns))
+    if width > 1:
+        n_bins = math.ceil(steps.size / width)
+        padded = np.full((len(modules), n_bins * width), np.nan)
+        padded[:, : steps.size] = grid
+        blocks = padded.reshape(len(modules), n_bins, width)
+        with np.errstate(invalid="ignore"), _quiet_nanmean():
+            grid = np.nanmean(blocks, axis=2)  # (modules, n_bins); an all-NaN bin stays NaN
+        steps = steps[::width]  # the first step of each bin
+    return {
+        "family": family, "title": HEATMAP_FAMILIES[family], "modules": modules, "x": steps.tolist(), "bin": width,
+        "z": [[None if math.isnan(v) else v for v in row] for row in grid.tolist()],
+    }
+
+
+class _quiet_nanmean:
+    """nanmean of an all-NaN bin warns; such a bin (no step reported the module) is expected."""
+
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings()
+        self._catch.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._catch.__exit__(*exc)
+
+
+def metric_keys(runs: Sequence[Run]) -> list[str]:
+    """Every metric key the runs reported, sorted. PostgreSQL lists them in the database
+    (jsonb_object_keys); elsewhere the rows are read in chunks."""
+    ids = [r.pk for r in runs]
+    if not ids:
+        return []
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(StepMetric._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT DISTINCT jsonb_object_keys(metrics) FROM {table} WHERE run_id = ANY(%s)", [ids])
+            return sorted(row[0] for row in cursor.fetchall())
+    keys: set[str] = set()
+    for metrics in StepMetric.objects.filter(run_id__in=ids).values_list("metrics", flat=True).iterator(chunk_size=2000):
+        keys.update(metrics)
+    return sorted(keys)
+
+
+def compared_series(runs: Sequence[Run], keys: Sequence[str], *, max_points: int) -> dict[str, dict[int, dict]]:
+    """{metric key: {run id: trace payload}} for several runs in one query (only those keys read)."""
+    if not runs or not keys:
+        return {}
+    annotations = {f"k{i}": KeyTransform(key, "metrics") for i, key in enumerate(keys)}
+    rows = (StepMetric.objects.filter(run__in=[r.pk for r in runs]).order_by("run_id", "seq")
+            .annotate(**annotations).values_list("run_id", "seq", "step", *annotations))
+    per_run: dict[int, list[tuple]] = {}
+    for row in rows.iterator(chunk_size=2000):
+        per_run.setdefault(row[0], []).append(row[1:])
+    out: dict[str, dict[int, dict]] = {key: {} for key in keys}
+    for run in runs:
+        raw, _ = _collect(per_run.get(run.pk, []), list(keys))
+        for key, by_step in raw.items():
+            steps = np.fromiter(sorted(by_step), dtype=np.int64, count=len(by_step))
+            values = np.asarray([np.nan if by_step[s] is None else by_step[s] for s in steps.tolist()], dtype=float)
+            out[key][run.pk] = series_payload(Series(steps, values), max_points)
+    return out
+
+
+def flatten_config(config: dict, prefix: str = "") -> dict[str, str]:
+    """Nested config dicts as dotted keys; values as compact JSON-ish text for comparison."""
+    import json
+
+    flat: dict[str, str] = {}
+    for key, value in (config or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten_config(value, name + "."))
+        else:
+            flat[name] = json.dumps(value, sort_keys=True, default=str)
+    return flat
+
+
+def config_differences(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
+    """(setting, value per run) for every setting whose value is not the same in all runs, including
+    the task and program; a setting a run does not have shows as an empty string."""
+    flats = [{"task": r.task.name, "program": r.task.program.name, **flatten_config(r.config)} for r in runs]
+    names = sorted(set().union(*flats)) if flats else []
+    rows = []
+    for name in names:
+        values = [f.get(name, "") for f in flats]
+        if len(set(values)) > 1:
+            rows.append((name, values))
+    return rows
