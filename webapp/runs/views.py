@@ -315,15 +315,17 @@ def run_compare(request):
 def run_export_metrics(request, run_id: int):
     """Every stored step's metrics as CSV, streamed."""
     run = run_get_for_user(request.user, run_id)
-    response = StreamingHttpResponse(export.metrics_csv(run), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-metrics.csv"'
-    return response
+    return _download(export.metrics_csv(run), "text/csv; charset=utf-8", f"run-{run.pk}-metrics.csv")
 
 
 @require_GET
 def run_export_rollouts(request, run_id: int):
     """Every rollout with its module calls as JSON Lines, streamed."""
     run = run_get_for_user(request.user, run_id)
-    response = StreamingHttpResponse(export.rollouts_jsonl(run), content_type="application/x-ndjson; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.jsonl"'
+    return _download(export.rollouts_jsonl(run), "application/x-ndjson; charset=utf-8", f"run-{run.pk}-rollouts.jsonl")
+
+
+def _download(chunks, content_type: str, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
