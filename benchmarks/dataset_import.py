@@ -9,7 +9,8 @@ the service the admin uses, against a raw PostgreSQL COPY of the same rows.
   transaction: the floor an import cannot beat.
 
 Needs PostgreSQL (DATABASE_URL) with the migrations applied; uses a scratch dataset it deletes.
-Run: ``DATABASE_URL=postgres://... .venv/bin/python benchmarks/dataset_import.py [--repeat 5]``
+Run against a migrated PostgreSQL database (``manage.py migrate`` first):
+``DATABASE_URL=postgres://... .venv/bin/python benchmarks/dataset_import.py [--repeat 5]``
 """
 
 from __future__ import annotations
