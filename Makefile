@@ -4,13 +4,20 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.cohort-installed
 
-.PHONY: run test install browser lint
+.PHONY: run test install browser lint flake-hunt
 
 run: install
 	$(PY) -m webapp.stack up
 
 test: install browser
 	$(PY) -m webapp.stack test $(ARGS)
+
+# Repeat the integration and browser tests N times (HOG busy processes beside them) to catch a
+# test that depends on the machine's speed: make flake-hunt N=10 HOG=2 [ARGS="-- -k resilience"]
+N ?= 10
+HOG ?= 0
+flake-hunt: install browser
+	$(PY) -m tests.flake_hunt --runs $(N) --hog $(HOG) $(ARGS)
 
 install: $(STAMP)
 

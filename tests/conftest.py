@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from trainer.gate import GATE_ENV, StepGate
 from webapp.processes import die_with_parent, stop_process_group
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,13 +165,22 @@ def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float
 
 
 @pytest.fixture
-def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir, settings):
-    """A real `celery worker` process on both queues, using the test database and Redis."""
+def step_gate(tmp_path) -> StepGate:
+    """The step gate of the trainers this test's workers start (trainer/gate.py): open until the
+    test calls `step_gate.allow(n)`, then steps after n wait for the test to allow them."""
+    return StepGate(tmp_path / "step-gate")
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir, settings, step_gate):
+    """A real `celery worker` process on both queues, using the test database and Redis; its
+    trainers obey `step_gate`."""
     from webapp.celery import app
 
     settings.COHORT_RUNS_DIR = runs_dir
     app.control.purge()
-    env = service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir))
+    env = service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir),
+                      **{GATE_ENV: str(step_gate.path)})
     with celery_worker(tmp_path / "worker.log", env, app=app) as process:
         yield process
 

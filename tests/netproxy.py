@@ -8,6 +8,7 @@
         proxy.up()     # connections pass again
         proxy.cut()    # a blip: open connections are cut, new ones pass
         proxy.down_on(b"COPY ")  # down the moment a client sends these bytes (they never arrive)
+        proxy.upstream_ports     # the server sees the proxied clients coming from these ports
 
 The server itself keeps running (the test process may use it directly), so only the clients that
 go through the proxy see the outage. Threads in this process: one accepts, two per connection
@@ -63,6 +64,7 @@ class TcpProxy:
         self.accepted = 0  # connections forwarded
         self.refused = 0  # connections reset because the proxy was down
         self.triggered = 0  # times a `down_on` pattern went by
+        self.upstream_ports: set[int] = set()  # local ports of every connection made to the target
 
     def start(self) -> TcpProxy:
         self._acceptor.start()
@@ -138,6 +140,7 @@ class TcpProxy:
                     _reset(server)
                     continue
                 self._open.update((client, server))
+                self.upstream_ports.add(server.getsockname()[1])
                 self.accepted += 1
             for source, sink, from_client in ((client, server, True), (server, client, False)):
                 threading.Thread(target=self._pump, args=(source, sink, from_client), daemon=True,

@@ -22,6 +22,7 @@ from trainer.advantages import conditioned_reward, gdpo_advantages, grpo_advanta
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TINY_MODEL, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
+from trainer.gate import StepGate
 from trainer.grouping import ModuleGroup, assign_advantages, form_module_level_groups, group_reward_arrays
 from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
 from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model
@@ -116,6 +117,7 @@ class Trainer:
         self.updater = PolicyUpdater(self.model, self.tokenizer, self._update_config())
         self.backend = self._make_backend(model_path)
         self.step = 0
+        self.gate = StepGate.from_env()
         self._samples: dict[tuple[str, str], Any] = {}
 
     # --- setup helpers -------------------------------------------------------------------------
@@ -371,6 +373,7 @@ class Trainer:
         self.reporter.status("running", attempt=self.attempt, step=self.step, total_steps=c.steps)
         try:
             while self.step < c.steps:
+                self.gate.wait_for(self.step + 1, self.reporter.should_stop)
                 if self.reporter.should_stop():
                     self.reporter.status("cancelled", step=self.step)
                     return "cancelled"

@@ -21,8 +21,13 @@ def points_in(page, chart_id: str) -> int:
     return int(page.get_attribute(f"#{chart_id}", "data-points") or 0)
 
 
+def wait_for_points(page, chart_id: str, count: int, timeout_ms: int = 180_000) -> None:
+    page.wait_for_function(f"() => Number(document.querySelector('#{chart_id}')?.dataset.points || 0) === {count}",
+                           timeout=timeout_ms)
+
+
 def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_server, celery_worker_process,
-                                                         make_user):
+                                                         make_user, step_gate):
     catalog_sync()
     make_user("alice", password="a-long-test-password")
     log_in(page, asgi_server, "alice", "a-long-test-password")
@@ -39,8 +44,10 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     assert Run.objects.count() == 0
     screenshot("launch-form-error")
 
+    # The test decides when steps happen (the trainer waits at its step gate): two, then two more.
+    step_gate.allow(2)
     page.fill("#id_group_size", "16")
-    page.fill("#id_steps", "300")  # long enough to be cancelled mid-run
+    page.fill("#id_steps", "300")
     page.fill("#id_checkpoint_every", "0")
     page.fill("#id_eval_every", "0")
     page.click("text=Launch run")
@@ -49,24 +56,21 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     assert page.url.endswith(f"/runs/{run.pk}/")
     page.evaluate("window.__notReloaded = true")
 
-    page.wait_for_function("() => Number(document.querySelector('#chart-reward')?.dataset.points || 0) >= 2",
-                           timeout=180_000)
-    first = points_in(page, "chart-reward")
-    page.wait_for_function(f"() => Number(document.querySelector('#chart-reward').dataset.points) > {first}",
-                           timeout=60_000)
+    wait_for_points(page, "chart-reward", 2)
+    assert page.inner_text("#run-state") == "running"
+    step_gate.allow(4)
+    wait_for_points(page, "chart-reward", 4)
     assert page.evaluate("window.__notReloaded") is True  # the points came live, not from a reload
     assert page.inner_text("#run-state") == "running"
     for chart in ("chart-loss", "chart-group_var", "chart-similarity", "chart-grad_norm", "chart-tokens_per_s"):
         assert points_in(page, chart) >= 1, chart
     screenshot("run-live")
 
-    page.click("text=Cancel run")
+    page.click("text=Cancel run")  # the trainer waits before step 5: the cancel stops it there
     page.wait_for_function("() => document.querySelector('#run-state').textContent === 'cancelled'", timeout=120_000)
     run.refresh_from_db()
-    assert run.state == Run.State.CANCELLED
-    stored = StepMetric.objects.filter(run=run).count()
-    assert 0 < stored < 300
+    assert run.state == Run.State.CANCELLED and run.current_step == 4
+    assert StepMetric.objects.filter(run=run).count() == 4
     # Every stored step is drawn once, the last ones included (refetched after the final notice).
-    page.wait_for_function(f"() => Number(document.querySelector('#chart-reward').dataset.points) === {stored}",
-                           timeout=30_000)
+    wait_for_points(page, "chart-reward", 4, timeout_ms=30_000)
     screenshot("run-cancelled")

@@ -1,6 +1,10 @@
 """A run survives its services going away mid-run (DESIGN.md "How a run flows": the database is
 the source of truth, the websocket only notifies, the trainer's event log lets the worker catch up).
 
+The test decides when steps happen: the trainer waits at its step gate (trainer/gate.py) for the
+steps the test allows, so a fault always lands mid-run and the steps before and during it are known
+exactly, however fast or busy the machine is.
+
 Real processes only: a Celery worker (prefork, as deployed), daphne serving the ASGI app, Redis,
 PostgreSQL. Redis is a private server per test (it gets SIGKILLed and restarted on its port); the
 database outage goes through a TCP proxy (tests/netproxy.py) between the worker and PostgreSQL, so
@@ -11,13 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from celery import Celery
@@ -32,6 +33,7 @@ from tests.netproxy import TcpProxy
 from tests.webapp.runs.factories import make_run, make_task
 from tests.workers.test_run_train import toy_config, wait_for_state
 from tests.wsclient import ConnectionClosed, HandshakeRefused, WebSocket
+from trainer.gate import GATE_ENV, StepGate
 from webapp.runs.models import Run, StepMetric
 from webapp.runs.services import TRAIN_TASK, run_create, runs_reap_stale
 from webapp.stack import EmbeddedRedis
@@ -85,8 +87,9 @@ def celery_app_for(redis_url: str) -> Celery:
     return app
 
 
-def worker_env(tmp_path, model_cache_dir, **extra: str) -> dict[str, str]:
-    return service_env(COHORT_RUNS_DIR=str(tmp_path / "runs"), COHORT_MODEL_CACHE=str(model_cache_dir), **extra)
+def worker_env(tmp_path, model_cache_dir, gate: StepGate, **extra: str) -> dict[str, str]:
+    return service_env(COHORT_RUNS_DIR=str(tmp_path / "runs"), COHORT_MODEL_CACHE=str(model_cache_dir),
+                       **{GATE_ENV: str(gate.path)}, **extra)
 
 
 def queued_run(owner, steps: int) -> Run:
@@ -110,33 +113,19 @@ def connect_when_ready(url: str, cookie: str, timeout_s: float = 30.0) -> WebSoc
 
 # --- Redis restarted mid-run ----------------------------------------------------------------
 
-REDIS_RUN_STEPS = 60  # margin: the trainer must still be going when it is paused mid-outage
+REDIS_RUN_STEPS = 8
+STEPS_BEFORE_REDIS_DIES = 3
+STEPS_WHILE_REDIS_IS_DOWN = 2
 REDIS_DOWN_AT_LEAST_S = 3.0
 
 
-def trainer_pid(tmp_path, run: Run) -> int:
-    """The run's training subprocess, found by its exact config path (not by a pattern that could
-    match another test session's trainer on this machine)."""
-    config = str(tmp_path / "runs" / f"run-{run.pk}" / "config.json").encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
-        except OSError:
-            continue
-        if b"trainer" in argv and config in argv:
-            pids.append(int(proc.name))
-    assert len(pids) == 1, f"expected one training process for {config!r}, found {pids}"
-    return pids[0]
-
-
-def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_path, model_cache_dir):
+def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_path, model_cache_dir, step_gate):
     redis = EmbeddedRedis(tmp_path / "redis")
     redis_url = redis.start()
     app = celery_app_for(redis_url)
-    env = worker_env(tmp_path, model_cache_dir, REDIS_URL=redis_url)
+    env = worker_env(tmp_path, model_cache_dir, step_gate, REDIS_URL=redis_url)
     cookie = session_cookie(owner)
-    paused = None
+    step_gate.allow(STEPS_BEFORE_REDIS_DIES)
     try:
         with (celery_worker(tmp_path / "worker.log", env, app=app) as worker,
               asgi_server_process(tmp_path / "daphne.log", env) as base_url):
@@ -151,23 +140,23 @@ def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_p
                 # The claim is announced: an open page sees queued -> running.
                 assert before.receive_json(timeout_s=120) == {
                     "type": "status", "run": run.pk, "state": "running", "current_step": 0, "error": ""}
-                seen = [before.receive_json(timeout_s=120) for _ in range(3)]
+                seen = [before.receive_json(timeout_s=120) for _ in range(STEPS_BEFORE_REDIS_DIES)]
                 assert [(n["type"], n["seq"], n["step"]) for n in seen] == [("step", 1, 1), ("step", 2, 2), ("step", 3, 3)]
                 last_seen = seen[-1]["seq"]
 
                 redis.kill()
                 down_since = time.monotonic()
-                stored_at_kill = stored_steps(run)
-                # Without Redis, training and shipping to the database go on.
-                wait_for(lambda: stored_steps(run) >= stored_at_kill + 2, 120, "steps stored while Redis is down", log)
-                # Then the trainer is paused (SIGSTOP) until the page has resynced, so the test
-                # knows which steps come before and after that, however fast this machine trains.
-                paused = trainer_pid(tmp_path, run)
-                os.kill(paused, signal.SIGSTOP)
-                wait_for(lambda: stored_steps(run) == event_log_steps(tmp_path, run), 30, "the log to be shipped", log)
-                stored_while_down = stored_steps(run)
-                assert stored_while_down < REDIS_RUN_STEPS, "the run must still be going when Redis returns"
-                time.sleep(max(0.0, REDIS_DOWN_AT_LEAST_S - (time.monotonic() - down_since)))
+                # Without Redis, training and shipping to the database go on; the trainer then
+                # waits at the gate, so the test knows which steps came before the page resyncs.
+                stored_while_down = STEPS_BEFORE_REDIS_DIES + STEPS_WHILE_REDIS_IS_DOWN
+                step_gate.allow(stored_while_down)
+                wait_for(lambda: stored_steps(run) == stored_while_down, 120, "steps stored while Redis is down", log)
+                # Their notices were tried and lost (not merely late: one must not reach the new socket).
+                failed_notice = f"could not notify run {run.pk} watchers"
+                wait_for(lambda: log.read_text().count(failed_notice) >= STEPS_WHILE_REDIS_IS_DOWN, 60,
+                         "the lost notices of the steps stored while Redis is down", log)
+                assert event_log_steps(tmp_path, run) == stored_while_down
+                time.sleep(max(0.0, REDIS_DOWN_AT_LEAST_S - (time.monotonic() - down_since)))  # the outage's length
                 assert worker.poll() is None, log.read_text()
                 redis.start(port=redis.port)
 
@@ -179,8 +168,7 @@ def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_p
                 stored = StepMetric.objects.filter(run=run, seq__gt=last_seen).order_by("seq")
                 assert [(p["step"], p["metrics"]) for p in missed["points"]] == [(m.step, m.metrics) for m in stored]
 
-                os.kill(paused, signal.SIGCONT)
-                paused = None
+                step_gate.allow(REDIS_RUN_STEPS)
                 notices = []
                 while not notices or notices[-1]["type"] != "status":
                     notices.append(after.receive_json(timeout_s=120))
@@ -198,15 +186,16 @@ def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_p
             # Celery's result consumer can miss a result published while it re-subscribes.
             assert celery_app_for(redis_url).send_task("workers.tasks.ping_task").get(timeout=60)["pid"] > 0
     finally:
-        if paused is not None:  # never leave a stopped trainer behind
-            os.kill(paused, signal.SIGCONT)
+        step_gate.allow(REDIS_RUN_STEPS)  # never leave a trainer waiting
         redis.stop()
         app.close()
 
 
 # --- Database down for 30 s mid-run ------------------------------------------------------------
 
-DATABASE_RUN_STEPS = 30
+DATABASE_RUN_STEPS = 10
+STEPS_BEFORE_THE_OUTAGE = 3
+STEPS_DURING_THE_OUTAGE = 2
 DATABASE_DOWN_S = 30.0
 
 
@@ -222,61 +211,83 @@ def postgres_proxy() -> TcpProxy:
     return TcpProxy(db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432))
 
 
+def proxied_backends(proxy: TcpProxy) -> int:
+    """Server processes still serving a connection that came through the proxy. Once there are
+    none, a statement that was on its way when the proxy went down has landed or never will."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
+                       [sorted(proxy.upstream_ports)])
+        return cursor.fetchone()[0]
+
+
 def reap() -> list[int]:
     """What the periodic reaper (beat; its own database connection) would do now."""
     return runs_reap_stale(timeout=dt.timedelta(seconds=django_settings.COHORT_HEARTBEAT_TIMEOUT_S))
 
 
 @needs_postgres
-def test_database_down_30_s_mid_run_the_run_catches_up_with_nothing_lost(owner, tmp_path, model_cache_dir):
+def test_database_down_30_s_mid_run_the_run_catches_up_with_nothing_lost(owner, tmp_path, model_cache_dir, step_gate):
     from webapp.celery import app
 
     # The heartbeat is at most the outage + one heartbeat period old when the database returns.
     assert django_settings.COHORT_HEARTBEAT_TIMEOUT_S > DATABASE_DOWN_S + HEARTBEAT_EVERY_S + 1, (
         "the reaper would interrupt a healthy run during a 30 s database outage")
     app.control.purge()
+    step_gate.allow(STEPS_BEFORE_THE_OUTAGE)
     with postgres_proxy() as proxy:
         # Persistent connections, as in production (the suite's default of 0 is for daphne's
         # thread pool): the outage then cuts a connection the worker holds, not only new ones.
-        env = worker_env(tmp_path, model_cache_dir, DATABASE_URL=proxied_database_url(proxy),
+        env = worker_env(tmp_path, model_cache_dir, step_gate, DATABASE_URL=proxied_database_url(proxy),
                          DATABASE_CONN_MAX_AGE="60")
-        with celery_worker(tmp_path / "worker.log", env, app=app) as worker:
-            log = worker.log_path
-            run = run_create(owner=owner, task=make_task(),
-                             config=toy_config(steps=DATABASE_RUN_STEPS, checkpoint_every=0))
-            wait_for(lambda: stored_steps(run) >= 3, 240, "the first steps", log)
+        try:
+            with celery_worker(tmp_path / "worker.log", env, app=app) as worker:
+                log = worker.log_path
+                run = run_create(owner=owner, task=make_task(),
+                                 config=toy_config(steps=DATABASE_RUN_STEPS, checkpoint_every=0))
+                # The trainer waits at the gate with every step so far stored: a run mid-training.
+                wait_for(lambda: stored_steps(run) == STEPS_BEFORE_THE_OUTAGE, 240, "the first steps", log)
 
-            proxy.down()
-            down_since = time.monotonic()
-            time.sleep(1.0)  # a commit already on its way lands now or never
-            stored_before = stored_steps(run)
-            logged_before = event_log_steps(tmp_path, run)
-            run.refresh_from_db()
-            heartbeat_before = run.heartbeat_at
-            assert run.state == Run.State.RUNNING and stored_before < DATABASE_RUN_STEPS
-            reaped = []
-            while time.monotonic() - down_since < DATABASE_DOWN_S:
-                reaped += reap()
-                time.sleep(1.0)
-            # The outage was real: nothing reached the database, though the worker kept trying
-            # and the trainer kept going.
-            assert stored_steps(run) == stored_before
-            run.refresh_from_db()
-            assert run.heartbeat_at == heartbeat_before and run.state == Run.State.RUNNING
-            assert proxy.refused > 0
-            assert event_log_steps(tmp_path, run) > logged_before
-            proxy.up()
-
-            deadline = time.monotonic() + 120
-            while run.state not in TERMINAL and time.monotonic() < deadline:
-                reaped += reap()
-                time.sleep(0.5)
+                proxy.down()
+                down_since = time.monotonic()
+                wait_for(lambda: proxied_backends(proxy) == 0, 30, "the server to drop the cut connections", log)
+                stored_before = stored_steps(run)
                 run.refresh_from_db()
-            assert reaped == []
-            assert run.state == Run.State.SUCCEEDED, f"{run.state}: {run.error}\n{log.read_text()}"
-            assert_every_step_stored_once(run, DATABASE_RUN_STEPS)
-            assert stored_steps(run) > stored_before  # some steps were shipped only after the outage
-            assert worker.poll() is None
+                heartbeat_before = run.heartbeat_at
+                assert run.state == Run.State.RUNNING and stored_before == STEPS_BEFORE_THE_OUTAGE
+
+                # The trainer goes on during the outage: it logs the steps the test now allows.
+                logged_during = STEPS_BEFORE_THE_OUTAGE + STEPS_DURING_THE_OUTAGE
+                step_gate.allow(logged_during)
+                reaped = []
+                while time.monotonic() - down_since < DATABASE_DOWN_S or event_log_steps(tmp_path, run) < logged_during:
+                    assert time.monotonic() - down_since < DATABASE_DOWN_S + HEARTBEAT_EVERY_S, (
+                        f"the trainer logged {event_log_steps(tmp_path, run)} of {logged_during} steps during the "
+                        f"outage\n{log.read_text()}")
+                    reaped += reap()
+                    time.sleep(1.0)
+                # The outage was real: nothing reached the database, though the worker kept trying
+                # and the trainer kept going.
+                assert event_log_steps(tmp_path, run) == logged_during
+                assert stored_steps(run) == stored_before
+                run.refresh_from_db()
+                assert run.heartbeat_at == heartbeat_before and run.state == Run.State.RUNNING
+                assert proxy.refused > 0
+                proxy.up()
+
+                # The steps logged during the outage are shipped before the run may go on.
+                wait_for(lambda: stored_steps(run) == logged_during, 120, "the outage's steps to be shipped", log)
+                step_gate.allow(DATABASE_RUN_STEPS)
+                deadline = time.monotonic() + 120
+                while run.state not in TERMINAL and time.monotonic() < deadline:
+                    reaped += reap()
+                    time.sleep(0.5)
+                    run.refresh_from_db()
+                assert reaped == []
+                assert run.state == Run.State.SUCCEEDED, f"{run.state}: {run.error}\n{log.read_text()}"
+                assert_every_step_stored_once(run, DATABASE_RUN_STEPS)
+                assert worker.poll() is None
+        finally:
+            step_gate.allow(DATABASE_RUN_STEPS)  # never leave a trainer waiting
 
 
 FINISH_ONLY = """
@@ -309,8 +320,10 @@ def test_a_run_that_ends_while_the_database_is_down_is_recorded_when_it_returns(
             proxy.down()
             process.stdin.write("go\n")
             process.stdin.flush()
-            time.sleep(3.0)
-            assert process.poll() is None, (tmp_path / "finish.log").read_text()  # waiting, not crashed
+            # It tried, failed, and waits to try again (not crashed, not given up).
+            wait_for(lambda: "database unavailable while recording run" in (tmp_path / "finish.log").read_text(),
+                     60, "the final write to meet the outage", tmp_path / "finish.log")
+            assert process.poll() is None, (tmp_path / "finish.log").read_text()
             run.refresh_from_db()
             assert run.state == Run.State.RUNNING
             proxy.up()

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from tests.conftest import wait_for
 from tests.webapp.runs.factories import make_task
 from trainer.config import RunConfig
 from trainer.programs.toy import ToyEcho
@@ -47,20 +48,19 @@ def test_the_same_task_delivered_twice_trains_once(celery_worker_process, owner)
     assert StepMetric.objects.filter(run=run).count() == 2
 
 
-def test_cancel_stops_a_running_run_at_a_step_boundary(celery_worker_process, owner):
+def test_cancel_stops_a_running_run_at_a_step_boundary(celery_worker_process, owner, step_gate):
     from webapp.runs.services import run_cancel
 
+    step_gate.allow(2)  # the trainer waits before step 3 until the test says otherwise
     run = run_create(owner=owner, task=make_task(), config=toy_config(steps=200, checkpoint_every=0))
-    deadline = time.monotonic() + 240
-    while not StepMetric.objects.filter(run=run).exists():
-        assert time.monotonic() < deadline, celery_worker_process.log_path.read_text()
-        time.sleep(0.5)
+    wait_for(lambda: StepMetric.objects.filter(run=run).count() == 2, 240, "the first two steps",
+             celery_worker_process.log_path)
     run.refresh_from_db()
-    run_cancel(run)
+    run_cancel(run)  # a cancel ends the trainer's wait at the gate: it stops at this boundary
     run = wait_for_state(run, {Run.State.CANCELLED, Run.State.FAILED, Run.State.SUCCEEDED},
                          log=celery_worker_process.log_path)
     assert run.state == Run.State.CANCELLED
-    assert run.current_step < 200
+    assert run.current_step == 2 and StepMetric.objects.filter(run=run).count() == 2
 
 
 def training_process_pids(run: Run) -> list[int]:
@@ -71,31 +71,33 @@ def training_process_pids(run: Run) -> list[int]:
     return [int(p) for p in found.stdout.split()]
 
 
-def test_killed_training_process_is_interrupted_then_resume_completes_every_step_once(celery_worker_process, owner):
+def test_killed_training_process_is_interrupted_then_resume_completes_every_step_once(celery_worker_process, owner,
+                                                                                    step_gate):
     import os
     import signal
 
     from webapp.runs.services import run_resume
 
-    run = run_create(owner=owner, task=make_task(), config=toy_config(steps=60, checkpoint_every=2))
-    deadline = time.monotonic() + 240
-    while StepMetric.objects.filter(run=run).count() < 3:
-        assert time.monotonic() < deadline, celery_worker_process.log_path.read_text()
-        time.sleep(0.2)
+    steps = 8
+    step_gate.allow(3)  # killed while it waits before step 4: its newest checkpoint is step 2's
+    run = run_create(owner=owner, task=make_task(), config=toy_config(steps=steps, checkpoint_every=2))
+    wait_for(lambda: StepMetric.objects.filter(run=run).count() == 3, 240, "the first three steps",
+             celery_worker_process.log_path)
     pids = training_process_pids(run)
-    assert pids, "the training process must still be running (60 steps outlast the first 3)"
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
     run = wait_for_state(run, {Run.State.INTERRUPTED, Run.State.FAILED, Run.State.SUCCEEDED},
                          log=celery_worker_process.log_path)
     assert run.state == Run.State.INTERRUPTED, run.error
+    step_gate.allow(steps)
     run_resume(run)
     run = wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=celery_worker_process.log_path)
     assert run.state == Run.State.SUCCEEDED, run.error
     assert run.attempt == 2
-    steps = list(StepMetric.objects.filter(run=run).order_by("step").values_list("step", flat=True))
-    assert steps == list(range(1, 61))  # no duplicate, no missing step
-    assert Rollout.objects.filter(run=run).values("step").distinct().count() == 60
+    stored = list(StepMetric.objects.filter(run=run).order_by("step").values_list("attempt", "step"))
+    # Step 3 of attempt 1 came after the checkpoint: attempt 2 replaced it; nothing is missing or doubled.
+    assert stored == [(1, 1), (1, 2)] + [(2, step) for step in range(3, steps + 1)]
+    assert Rollout.objects.filter(run=run).values("step").distinct().count() == steps
 
 
 def test_reaper_interrupts_a_run_whose_worker_went_silent(owner, settings):

@@ -1,0 +1,70 @@
+"""Repeat the integration and browser tests to catch a test that depends on the machine's speed.
+
+    python -m tests.flake_hunt --runs 10                  # idle machine
+    python -m tests.flake_hunt --runs 10 --hog 2          # with two busy processes beside it
+    python -m tests.flake_hunt --runs 5 -- -k resilience  # pytest arguments after --
+
+(`make flake-hunt N=10 HOG=2` does the first two.) Each run is a fresh `webapp.stack test`, so it
+gets the same services as `make test`: PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set,
+the embedded defaults otherwise. It stops at the first failing run (its log is kept) unless
+--keep-going, and ends with a line of counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TESTS = ["tests/workers", "tests/browser"]
+HOG = "while True: pass"
+
+
+def start_hogs(count: int) -> list[subprocess.Popen]:
+    """`count` processes that each keep one core busy (a loaded CI machine, a neighbour's job)."""
+    return [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(count)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.flake_hunt", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10, help="how many times to run the tests (default 10)")
+    parser.add_argument("--hog", type=int, default=0, help="busy processes to run beside the tests (default 0)")
+    parser.add_argument("--keep-going", action="store_true", help="run every repetition even after a failure")
+    parser.add_argument("pytest_args", nargs="*", help=f"pytest arguments (default: {' '.join(DEFAULT_TESTS)})")
+    args = parser.parse_args(argv)
+    pytest_args = args.pytest_args or DEFAULT_TESTS
+    logs = Path(tempfile.mkdtemp(prefix="flake-hunt-"))
+    hogs = start_hogs(args.hog)
+    passed = failed = 0
+    try:
+        for number in range(1, args.runs + 1):
+            log = logs / f"run-{number}.log"
+            started = time.monotonic()
+            with open(log, "wb") as out:
+                rc = subprocess.call([sys.executable, "-m", "webapp.stack", "test", "-q", "-p", "no:cacheprovider",
+                                      *pytest_args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            summary = (log.read_text(errors="replace").strip().splitlines() or ["(no output)"])[-1]
+            print(f"run {number}/{args.runs}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in "
+                  f"{time.monotonic() - started:.0f} s: {summary}", flush=True)
+            if rc == 0:
+                passed += 1
+                log.unlink()
+                continue
+            failed += 1
+            print(f"  log: {log}", flush=True)
+            if not args.keep_going:
+                break
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(f"flake hunt ({args.hog} busy processes beside it): {passed} runs passed, {failed} runs failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
