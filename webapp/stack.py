@@ -282,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--concurrency", type=int, default=int(os.environ.get("COHORT_WORKER_CONCURRENCY", "2")))
     p_test = sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
     p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["test"]:
+        # Everything after `test` is pytest's, options first included (`test -k healthz`), which
+        # argparse's REMAINDER refuses when the first one starts with a dash.
+        return test(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "up":
         return up(args.host, args.port, args.concurrency)

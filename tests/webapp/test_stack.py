@@ -102,3 +102,14 @@ def test_embedded_redis_starts_answers_and_stops(tmp_path):
     assert server.child.exited() is not None
     with pytest.raises(redis.exceptions.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+
+
+def test_test_command_passes_every_argument_after_test_to_pytest(monkeypatch):
+    """`make test ARGS="-k healthz"` runs `webapp.stack test -k healthz`: options first are pytest's."""
+    from webapp import stack
+
+    seen = []
+    monkeypatch.setattr(stack, "test", lambda args: seen.append(args) or 0)
+    assert stack.main(["test", "-k", "healthz", "-q"]) == 0
+    assert stack.main(["test", "tests/workers", "-x"]) == 0
+    assert seen == [["-k", "healthz", "-q"], ["tests/workers", "-x"]]
