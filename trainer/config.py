@@ -79,6 +79,13 @@ class RunConfig:
         "Weights dtype: 'auto' is bfloat16 on a GPU, float32 on a CPU.", "model"))
     device: Literal["auto", "cpu", "cuda"] = field(default="auto", metadata=_meta(
         "Where to train: 'auto' picks cuda when available.", "model"))
+    prompt_format: Literal["auto", "chat", "raw"] = field(default="auto", metadata=_meta(
+        "How module prompts reach the model: 'chat' renders the program's messages with the "
+        "tokenizer's chat template (instruct models), 'raw' joins them as plain text (base models), "
+        "'auto' uses the chat template when the tokenizer has one.", "model"))
+    gradient_checkpointing: Literal["auto", "on", "off"] = field(default="auto", metadata=_meta(
+        "Recompute activations in the backward pass instead of keeping them (much less memory for "
+        "about a third more compute): 'auto' is on for a GPU, off for a CPU.", "model"))
 
     # --- program and task ------------------------------------------------------------------
     program: str = field(default="toy", metadata=_meta(
@@ -152,6 +159,12 @@ class RunConfig:
     max_grad_norm: float = field(default=1.0, metadata=_meta("Gradient-norm clipping threshold.", "optim"))
     ppo_epochs: int = field(default=1, metadata=_meta(
         "Passes over a step's rollouts (more than 1 makes the clipping bite).", "optim"))
+    importance_sampling_correction: bool = field(default=True, metadata=_meta(
+        "Where the sampler reports its log-probs (vLLM), weight each token's loss by "
+        "min(p_trainer / p_sampler, cap): corrects for sampler and trainer computing slightly "
+        "different policies (TRL's vllm_importance_sampling_correction).", "optim"))
+    importance_sampling_cap: float = field(default=2.0, metadata=_meta(
+        "Upper bound of the importance-sampling weight (truncated importance sampling).", "optim"))
 
     # --- LoRA ------------------------------------------------------------------------------
     lora_r: int = field(default=16, metadata=_meta("LoRA rank (MMGRPO: 16).", "lora"))
@@ -211,6 +224,9 @@ class RunConfig:
         if self.kl_beta < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
             raise ConfigError("kl_beta" if self.kl_beta < 0 else "weight_decay" if self.weight_decay < 0 else "max_grad_norm",
                               "kl_beta and weight_decay must be >= 0 and max_grad_norm > 0.")
+        if not (self.importance_sampling_cap >= 1 and math.isfinite(self.importance_sampling_cap)):
+            raise ConfigError("importance_sampling_cap", "importance_sampling_cap must be a number of at least 1 "
+                              f"(typical: 2), not {self.importance_sampling_cap!r}.")
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError("lora_dropout", f"lora_dropout must be in [0, 1), not {self.lora_dropout!r}.")
         if self.temperature <= 0:

@@ -20,13 +20,14 @@ import torch
 
 from trainer.advantages import conditioned_reward, gdpo_advantages, grpo_advantages
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
-from trainer.config import TINY_MODEL, RunConfig
+from trainer.config import TINY_MODEL, ConfigError, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
 from trainer.gate import StepGate
 from trainer.grouping import ModuleGroup, assign_advantages, form_module_level_groups, group_reward_arrays
 from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
 from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model
 from trainer.programs import get_program
+from trainer.prompts import FormattedProgram, resolve_prompt_format
 from trainer.reporting import Reporter
 from trainer.rewards import get_reward
 from trainer.sampling import (
@@ -55,6 +56,13 @@ def resolve_dtype(config: RunConfig, device: torch.device) -> torch.dtype:
     if config.dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return getattr(torch, config.dtype)
+
+
+def resolve_gradient_checkpointing(config: RunConfig, device: torch.device) -> bool:
+    """'auto' is on for a GPU (activations dominate memory at real context lengths), off for a CPU."""
+    if config.gradient_checkpointing == "auto":
+        return device.type == "cuda"
+    return config.gradient_checkpointing == "on"
 
 
 def resolve_model_path(config: RunConfig, program: Any, cache_dir: str | Path | None = None) -> str:
@@ -112,8 +120,17 @@ class Trainer:
         self.device = resolve_device(config)
         model_path = resolve_model_path(config, self.program, model_cache_dir)
         self.model, self.tokenizer = load_policy_model(
-            model_path, device=self.device, dtype=resolve_dtype(config, self.device), r=config.lora_r,
+            model_path, device=self.device, dtype=resolve_dtype(config, self.device),
+            gradient_checkpointing=resolve_gradient_checkpointing(config, self.device), r=config.lora_r,
             alpha=config.lora_alpha, dropout=config.lora_dropout, targets=config.lora_targets, seed=config.seed)
+        try:
+            self.prompt_format = resolve_prompt_format(self.tokenizer, config.prompt_format)
+        except ValueError as exc:
+            raise ConfigError("prompt_format", str(exc)) from None
+        # From here on every prompt is rendered for this tokenizer (chat template or raw text).
+        self.program = FormattedProgram(self.program, self.tokenizer, self.prompt_format)
+        self.teachers = {name: FormattedProgram(t, self.tokenizer, self.prompt_format)
+                         for name, t in self.teachers.items()}
         self.updater = PolicyUpdater(self.model, self.tokenizer, self._update_config())
         self.backend = self._make_backend(model_path)
         self.step = 0
@@ -133,13 +150,16 @@ class Trainer:
             micro_batch_size=c.micro_batch_size, num_iterations=c.ppo_epochs, max_grad_norm=c.max_grad_norm,
             scheduler="cosine" if c.lr_scheduler == "cosine" else "constant", warmup_steps=c.warmup_steps,
             total_steps=total_updates, max_context_length=c.max_context_length, seed=c.seed,
+            dr_grpo_max_len=c.max_new_tokens, importance_sampling_correction=c.importance_sampling_correction,
+            importance_sampling_cap=c.importance_sampling_cap,
         )
 
     def _make_backend(self, model_path: str):
         from trainer.backends import get_backend
 
         if self.config.backend == "vllm":
-            return get_backend("vllm", model_path=model_path, max_lora_rank=self.config.lora_r, seed=self.config.seed)
+            return get_backend("vllm", model_path=model_path, tokenizer=self.tokenizer, max_lora_rank=self.config.lora_r,
+                               seed=self.config.seed)
         return get_backend("hf", model=self.model, tokenizer=self.tokenizer)
 
     # --- sampling --------------------------------------------------------------------------------
@@ -270,7 +290,7 @@ class Trainer:
                 examples.append(PolicyExample(
                     call.prompt, call.completion, float(member.advantage or 0.0),
                     completion_ids=sample.token_ids if sample is not None else None,
-                    old_logprobs=sample.logprobs if sample is not None else None))
+                    sampler_logprobs=sample.logprobs if sample is not None else None))
         return examples
 
     # --- one step --------------------------------------------------------------------------------
@@ -322,6 +342,8 @@ class Trainer:
                     "lr", "tokens_per_s", "completion_tokens", "truncated"):
             if key in update_stats:
                 metrics[key] = float(update_stats[key])
+        # Sampler / trainer mismatch: only where the backend reported its log-probs.
+        metrics.update({k: float(v) for k, v in update_stats.items() if k.startswith("mismatch/")})
         return metrics
 
     def evaluate(self, step: int) -> dict[str, float]:

@@ -4,12 +4,14 @@ Pieces, from the math outwards:
 
 - `clipped_policy_loss`: the per-token clipped surrogate of GRPO (MMGRPO Eq. 1 and its per-module
   form Eq. 5; GDPO Eq. 3) with a k3 KL penalty and three ways to aggregate tokens.
-- `tokenize_examples` / `sequence_logprobs`: (prompt, completion, advantage) triples to padded
-  tensors, and the per-token log-probs of the completions under a model.
+- `tokenize_examples` (trainer/batching.py) / `sequence_logprobs` (trainer/logprobs.py): triples
+  to padded tensors, and the per-token log-probs of the completions under a model, computed in
+  bounded chunks of the vocabulary-wide logits.
 - `lora_config` / `wrap_with_lora`: the adapter of MMGRPO Section 5 (r=16, alpha=64, dropout 0.05 on
   q, k, v, o, up, down, gate).
-- `PolicyUpdater`: AdamW on the LoRA parameters, LR schedule, micro-batches with gradient
-  accumulation, grad-norm clipping, and a `state_dict` for exact resume.
+- `PolicyUpdater`: the trainer's own old log-probs, the importance-sampling correction against the
+  sampler's, AdamW on the LoRA parameters, LR schedule, micro-batches with gradient accumulation,
+  grad-norm clipping, and a `state_dict` for exact resume.
 
 Shapes: B = sequences in a (micro-)batch, P = padded prompt width, C = padded completion width,
 V = vocabulary size. Log-prob tensors are completion-aligned, (B, C).
@@ -24,7 +26,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,16 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import Tensor
 from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+from trainer.batching import (  # noqa: F401 - re-exported: the policy's public names
+    PolicyBatch,
+    PolicyExample,
+    as_example,
+    encode_completion,
+    encode_prompt,
+    tokenize_examples,
+)
+from trainer.logprobs import importance_weights, mismatch_stats, sequence_logprobs
 
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj")
 AGGREGATIONS = ("token", "sequence", "dr_grpo")
@@ -93,14 +105,34 @@ def load_policy_model(
     *,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
+    gradient_checkpointing: bool = False,
     **lora_kwargs: Any,
 ) -> tuple[PeftModel, Any]:
-    """Load a causal LM and its tokenizer from a folder or hub id, wrapped with LoRA. -> (model, tokenizer)."""
+    """Load a causal LM and its tokenizer from a folder or hub id, wrapped with LoRA. -> (model, tokenizer).
+
+    One copy of the base weights: the KL reference is the same model with the adapter disabled.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     base = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype or torch.float32).to(device)
-    return wrap_with_lora(base, **lora_kwargs), tokenizer
+    model = wrap_with_lora(base, **lora_kwargs)
+    if gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    return model, tokenizer
+
+
+def enable_gradient_checkpointing(model: PeftModel) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them:
+    activation memory drops from one set per layer to one layer's, for about a third more compute.
+
+    With frozen base weights nothing before the first LoRA layer requires grad, so the checkpointed
+    blocks would see inputs without grad and (in the reentrant variant) drop the adapters' gradient:
+    the input embeddings are made to require grad (PEFT's `prepare_model_for_kbit_training` does
+    the same), and the non-reentrant variant is used.
+    """
+    model.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.enable_input_require_grads()
 
 
 def lora_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
@@ -127,6 +159,7 @@ def clipped_policy_loss(
     num_tokens: float | None = None,
     num_sequences: float | None = None,
     max_len: float | None = None,
+    is_weight: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Loss (to minimize) of the clipped GRPO objective, MMGRPO Eq. 1 / Eq. 5, GDPO Eq. 3.
 
@@ -134,6 +167,10 @@ def clipped_policy_loss(
 
         l_{i,t} = -min(w * A_i, clip(w, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_{i,t}
         KL_{i,t} = exp(ref - new) - (ref - new) - 1          (k3 estimator, >= 0; DeepSeekMath)
+
+    `is_weight` (B, C), when given, multiplies the clipped surrogate before the KL term is added:
+    the truncated importance-sampling correction for a sampler whose policy differs from the
+    trainer's (`trainer.logprobs.importance_weights`; TRL applies it at the same place).
 
     Asymmetric clipping ("clip-higher", eps_high > eps_low) is DAPO's; GDPO's math runs use
     0.2 / 0.28 (GDPO App. E). The papers state one eps: pass eps_low = eps_high for that.
@@ -170,6 +207,8 @@ def clipped_policy_loss(
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
     per_token = -torch.minimum(ratio * adv, clipped * adv)  # (B, C)
+    if is_weight is not None:
+        per_token = per_token * is_weight.detach()
 
     kl = None
     if logp_ref is not None:
@@ -202,180 +241,6 @@ def clipped_policy_loss(
             "tokens": weight.sum(),
         }
     return loss, stats
-
-
-# --------------------------------------------------------------------------------------------------
-# Tokenization and log-probs
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PolicyExample:
-    """One (prompt, completion, advantage) triple of a module-level group.
-
-    `completion_ids` are the exact sampled tokens when known (preferred: re-tokenizing the text can
-    give a different split). `old_logprobs` are the sampler's per-token log-probs of those tokens
-    under softmax(logits / temperature); when absent the updater recomputes them.
-    """
-
-    prompt: str
-    completion: str
-    advantage: float
-    completion_ids: Sequence[int] | None = None
-    old_logprobs: Sequence[float] | None = None
-
-
-def as_example(item: Any) -> PolicyExample:
-    """Accept a PolicyExample, a (prompt, completion, advantage) tuple, or any object with those fields."""
-    if isinstance(item, PolicyExample):
-        return item
-    if isinstance(item, tuple | list):
-        prompt, completion, advantage = item
-        return PolicyExample(prompt, completion, float(advantage))
-    return PolicyExample(
-        item.prompt,
-        item.completion,
-        float(item.advantage),
-        getattr(item, "completion_ids", None),
-        getattr(item, "old_logprobs", None),
-    )
-
-
-@dataclass
-class PolicyBatch:
-    """Padded tensors for a list of examples.
-
-    Layout of each row: [left padding][prompt][completion][right padding], so every prompt ends at
-    column P - 1 and every completion starts at column P. That lets one forward pass keep only the
-    last C + 1 logits (`logits_to_keep`) instead of all P + C.
-    """
-
-    input_ids: Tensor  # (B, P + C) long
-    attention_mask: Tensor  # (B, P + C) long
-    position_ids: Tensor  # (B, P + C) long, 0 at each row's first real token
-    completion_ids: Tensor  # (B, C) long
-    completion_mask: Tensor  # (B, C) float, 1 on real completion tokens
-    advantages: Tensor  # (B,) float
-    old_logprobs: Tensor | None  # (B, C) float when every example brought its own
-    num_truncated: int = 0  # examples cut to fit max_context_length
-
-    @property
-    def prompt_width(self) -> int:
-        return self.input_ids.shape[1] - self.completion_ids.shape[1]
-
-    def to(self, device: torch.device | str) -> PolicyBatch:
-        moved = {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in self.__dict__.items()}
-        return PolicyBatch(**moved)
-
-
-def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
-    """Prompt token ids, with the tokenizer's own special tokens (e.g. Llama's BOS). Samplers use this too."""
-    return tokenizer(prompt, add_special_tokens=True)["input_ids"]
-
-
-def encode_completion(tokenizer: Any, completion: str) -> list[int]:
-    return tokenizer(completion, add_special_tokens=False)["input_ids"]
-
-
-def tokenize_examples(
-    tokenizer: Any,
-    examples: Iterable[Any],
-    *,
-    max_context_length: int,
-    append_eos: bool = False,
-) -> PolicyBatch:
-    """Tokenize triples into a PolicyBatch; prompt tokens never enter the loss (completion mask only).
-
-    Over-long pairs are cut to `max_context_length`: the completion at the right (to at most
-    max_context_length - 1 tokens, one prompt token must condition it), then the prompt from the left
-    (its end is what the completion depends on most). MMGRPO instead filters such pairs out; a caller
-    that wants that should drop them before this point. `append_eos` adds EOS to text-only
-    completions (sampled `completion_ids` already carry the EOS the sampler emitted).
-    """
-    examples = [as_example(e) for e in examples]
-    if not examples:
-        raise ValueError("no examples to tokenize")
-    if max_context_length < 2:
-        raise ValueError("max_context_length must be at least 2 (one prompt and one completion token)")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-
-    prompts, completions, olds, truncated = [], [], [], 0
-    for ex in examples:
-        p_ids = encode_prompt(tokenizer, ex.prompt)
-        if ex.completion_ids is not None:
-            c_ids = list(ex.completion_ids)
-        else:
-            c_ids = encode_completion(tokenizer, ex.completion)
-            if append_eos and tokenizer.eos_token_id is not None:
-                c_ids.append(tokenizer.eos_token_id)
-        if not p_ids:
-            raise ValueError(
-                "an empty prompt (with no BOS token) leaves nothing to condition the completion on"
-            )
-        if ex.old_logprobs is not None and len(ex.old_logprobs) != len(c_ids):
-            raise ValueError(
-                f"old_logprobs has {len(ex.old_logprobs)} entries for {len(c_ids)} completion tokens; "
-                "pass completion_ids with the sampler's log-probs"
-            )
-        old = list(ex.old_logprobs) if ex.old_logprobs is not None else None
-        if len(p_ids) + len(c_ids) > max_context_length:
-            truncated += 1
-            c_ids = c_ids[: max_context_length - 1]
-            old = old[: len(c_ids)] if old is not None else None
-            p_ids = p_ids[-(max_context_length - len(c_ids)) :]
-        prompts.append(p_ids)
-        completions.append(c_ids)
-        olds.append(old)
-
-    batch = len(examples)
-    p_width = max(len(p) for p in prompts)
-    c_width = max(1, max(len(c) for c in completions))
-    input_ids = torch.full((batch, p_width + c_width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((batch, p_width + c_width), dtype=torch.long)
-    completion_mask = torch.zeros((batch, c_width), dtype=torch.float32)
-    old_logprobs = torch.zeros((batch, c_width), dtype=torch.float32)
-    for i, (p_ids, c_ids) in enumerate(zip(prompts, completions, strict=True)):
-        start = p_width - len(p_ids)
-        input_ids[i, start:p_width] = torch.tensor(p_ids, dtype=torch.long)
-        input_ids[i, p_width : p_width + len(c_ids)] = torch.tensor(c_ids, dtype=torch.long)
-        attention_mask[i, start : p_width + len(c_ids)] = 1
-        completion_mask[i, : len(c_ids)] = 1.0
-        if olds[i] is not None:
-            old_logprobs[i, : len(c_ids)] = torch.tensor(olds[i], dtype=torch.float32)
-    # Positions count real tokens only, so a left-padded row sees the same positions as unpadded.
-    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    return PolicyBatch(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        completion_ids=input_ids[:, p_width:].clone(),
-        completion_mask=completion_mask,
-        advantages=torch.tensor([ex.advantage for ex in examples], dtype=torch.float32),
-        old_logprobs=old_logprobs if all(o is not None for o in olds) else None,
-        num_truncated=truncated,
-    )
-
-
-def sequence_logprobs(model: torch.nn.Module, batch: PolicyBatch, *, temperature: float = 1.0) -> Tensor:
-    """Per-token log-probs of the completion tokens: log softmax(logits / temperature)[token]. -> (B, C).
-
-    Dividing by the sampling temperature makes these the log-probs of the distribution the sampler
-    drew from (before top-k / top-p truncation), so the ratio of Eq. 1 compares like with like.
-    Padded completion positions hold finite junk; use `completion_mask`.
-    """
-    c_width = batch.completion_ids.shape[1]
-    out = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        logits_to_keep=c_width + 1,  # only the positions that predict completion tokens (+1, dropped)
-        use_cache=False,
-    )
-    logits = out.logits[:, :-1, :].float()  # (B, C, V); position P-1+t predicts completion token t
-    if temperature != 1.0:
-        logits = logits / temperature
-    token_logits = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)  # (B, C)
-    return token_logits - torch.logsumexp(logits, dim=-1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -418,7 +283,13 @@ class UpdateConfig:
     max_context_length: int = 8192
     """Prompt + completion tokens per example (MMGRPO: 8192); longer pairs are cut."""
     dr_grpo_max_len: int | None = None
-    """The Dr. GRPO constant; None uses the longest completion of each update batch."""
+    """The Dr. GRPO constant: the sampler's max_new_tokens (Dr. GRPO's definition; TRL's
+    max_completion_length). None falls back to the longest completion of each update batch."""
+    importance_sampling_correction: bool = True
+    """Re-weight each token by min(pi_trainer / pi_sampler, cap) where the sampler reported its
+    log-probs (TRL's vllm_importance_sampling_correction, token-truncate mode)."""
+    importance_sampling_cap: float = 2.0
+    """The truncation cap of the importance-sampling weight."""
     append_eos: bool = False
     """Append EOS to completions given as text only."""
     seed: int = 0
@@ -443,6 +314,8 @@ class UpdateConfig:
             raise ValueError("micro_batch_size and num_iterations must be >= 1")
         if self.beta < 0.0:
             raise ValueError("beta must be >= 0 (0 disables the KL penalty and the reference pass)")
+        if self.importance_sampling_cap < 1.0:
+            raise ValueError("importance_sampling_cap must be >= 1 (TRL's default is 2 to 3)")
 
 
 class PolicyUpdater:
@@ -480,10 +353,13 @@ class PolicyUpdater:
     def update(self, examples: Sequence[Any]) -> dict[str, float]:
         """One policy update on a batch of triples; returns scalar stats.
 
-        Old log-probs (the denominator of the ratio) are computed once, without gradient, before the
-        first optimizer step unless every example brings its own; reference log-probs (adapter
-        disabled) only when beta > 0. Both use eval mode, the same mode the sampler draws in; the
-        training passes use train mode, so LoRA dropout makes the ratio fluctuate slightly around 1.
+        Old log-probs (the denominator of the ratio) come from a no-grad, eval-mode forward pass of
+        the training model before the first optimizer step, as in TRL: never from the sampler,
+        whose kernels (vLLM's bf16) and truncation (top-k / top-p) differ. With LoRA dropout 0 the
+        first ratio is then exactly 1. The sampler's log-probs, where examples bring them, give the
+        importance-sampling weights and the mismatch stats (`mismatch/...`). Reference log-probs
+        (adapter disabled, the same weights) only when beta > 0. Training passes use train mode, so
+        LoRA dropout makes the ratio fluctuate slightly around 1.
         """
         cfg = self.config
         started = time.perf_counter()
@@ -507,8 +383,9 @@ class PolicyUpdater:
         totals: dict[str, float] = {}
         with _seeded(cfg.seed * 1_000_003 + self.updates, self.device):
             olds, refs = self._frozen_logprobs(micro)
+            weights, mismatch = self._importance_weights(micro, olds)
             for _ in range(cfg.num_iterations):
-                step = self._optimizer_step(micro, olds, refs, norm)
+                step = self._optimizer_step(micro, olds, refs, weights, norm)
                 for k, v in step.items():
                     totals[k] = totals.get(k, 0.0) + v
         self.model.eval()
@@ -518,6 +395,7 @@ class PolicyUpdater:
         stats = {k: v / cfg.num_iterations for k, v in totals.items()}
         all_tokens = sum(int(mb.attention_mask.sum()) for mb in micro)
         stats.update(
+            mismatch,
             lr=self._last_lr,
             tokens=float(all_tokens),
             completion_tokens=num_tokens,
@@ -529,15 +407,13 @@ class PolicyUpdater:
         return stats
 
     def _frozen_logprobs(self, micro: list[PolicyBatch]) -> tuple[list[Tensor], list[Tensor | None]]:
+        """The trainer's old log-probs and, when beta > 0, the reference's: no grad, eval mode."""
         cfg = self.config
         self.model.eval()
         olds, refs = [], []
         with torch.no_grad():
             for mb in micro:
-                old = mb.old_logprobs
-                if old is None:
-                    old = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
-                olds.append(old)
+                olds.append(sequence_logprobs(self.model, mb, temperature=cfg.temperature))
                 ref = None
                 if cfg.beta > 0.0:
                     with self.model.disable_adapter():
@@ -545,20 +421,48 @@ class PolicyUpdater:
                 refs.append(ref)
         return olds, refs
 
+    def _importance_weights(
+        self, micro: list[PolicyBatch], olds: list[Tensor]
+    ) -> tuple[list[Tensor | None], dict[str, float]]:
+        """Per micro-batch IS weights (None where the sampler gave no log-probs or the correction is
+        off) and the sampler / trainer mismatch over every token the sampler scored."""
+        cfg = self.config
+        weights: list[Tensor | None] = []
+        sums: dict[str, float] = {}
+        for mb, old in zip(micro, olds, strict=True):
+            if mb.sampler_logprobs is None:
+                weights.append(None)
+                continue
+            for k, v in mismatch_stats(old, mb.sampler_logprobs, mb.completion_mask,
+                                       cap=cfg.importance_sampling_cap).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            weights.append(importance_weights(old, mb.sampler_logprobs, mb.completion_mask,
+                                              cap=cfg.importance_sampling_cap)
+                           if cfg.importance_sampling_correction else None)
+        if not sums.get("tokens"):
+            return weights, {}
+        tokens = sums.pop("tokens")
+        return weights, {f"mismatch/{k}": v / tokens for k, v in sums.items()}
+
     def _optimizer_step(
-        self, micro: list[PolicyBatch], olds: list[Tensor], refs: list[Tensor | None], norm: dict[str, float]
+        self,
+        micro: list[PolicyBatch],
+        olds: list[Tensor],
+        refs: list[Tensor | None],
+        weights: list[Tensor | None],
+        norm: dict[str, float],
     ) -> dict[str, float]:
         cfg = self.config
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         weighted = {"clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0}
-        for mb, old, ref in zip(micro, olds, refs, strict=True):
+        for mb, old, ref, weight in zip(micro, olds, refs, weights, strict=True):
             new = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
             loss, st = clipped_policy_loss(
                 new, old, mb.advantages, mb.completion_mask,
                 eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta, logp_ref=ref,
-                aggregation=cfg.aggregation, **norm,
+                aggregation=cfg.aggregation, is_weight=weight, **norm,
             )  # fmt: skip
             loss.backward()
             loss_sum += float(loss.detach())

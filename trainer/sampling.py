@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from trainer.grouping import GroupMember, ModuleGroup
+from trainer.prompts import raw_text
 from trainer.trajectory import ModuleCall, Trajectory, unique_calls
 
 __all__ = [
@@ -98,8 +99,9 @@ class AgentProgram(Protocol):
         """MAS.next_agent(o): the agent that acts next."""
         ...
 
-    def process_prompt(self, state: Any, agent: str) -> str:
-        """MAS.process_prompt(o, A): the prompt q for ``agent``."""
+    def process_prompt(self, state: Any, agent: str) -> Any:
+        """MAS.process_prompt(o, A): the prompt q for ``agent``: chat messages (``trainer.prompts``)
+        or plain text."""
         ...
 
     def step(self, state: Any, agent: str, completion: str) -> StepResult:
@@ -269,17 +271,21 @@ def _generate_by_agent(
 
 
 def _extend(
-    program: AgentProgram, branch: _Branch, agent: str, prompt: str, completion: str, is_fork: bool, f: int
+    program: AgentProgram, branch: _Branch, agent: str, prompt: Any, completion: str, is_fork: bool, f: int
 ) -> _Branch:
     job = branch.job
     index = branch.counts.get(agent, 0)
     result = program.step(branch.state, agent, completion)
+    # A RenderedPrompt is the text the model saw, carrying its messages; a bare message list (no
+    # tokenizer in sight, e.g. a scripted LM in a test) is kept as plain text and its messages.
+    text, messages = (prompt, getattr(prompt, "messages", None)) if isinstance(prompt, str) else (raw_text(prompt), prompt)
     call = ModuleCall(
         module=agent,
         invocation_index=index,
-        prompt=prompt,
+        prompt=text,
         completion=completion,
         parsed_ok=bool(result.parsed_ok),
+        messages=[dict(m) for m in messages] if messages is not None else None,
         parsed=result.parsed,
         call_id=job.call_id(),
         parent_id=branch.calls[-1].call_id if branch.calls else None,

@@ -92,6 +92,9 @@ class ModuleCall:
     call_id: str = ""
     parent_id: str | None = None
     group_id: str | None = None
+    messages: list[dict[str, str]] | None = None
+    """The chat messages `prompt` was rendered from (None for a raw-text prompt); `prompt` is the
+    text the model saw."""
 
     @property
     def reward(self) -> float | None:
@@ -107,7 +110,8 @@ class ModuleCall:
             "parent_id": self.parent_id,
             "module": self.module,
             "invocation_index": self.invocation_index,
-            "prompt": self.prompt,
+            "prompt": str(self.prompt),
+            "messages": [dict(m) for m in self.messages] if self.messages is not None else None,
             "completion": self.completion,
             "parsed_ok": self.parsed_ok,
             "parsed": jsonable(self.parsed),

@@ -166,7 +166,7 @@ def test_tokenize_masks_the_prompt_and_truncates_prompt_left_completion_right(po
     assert batch.input_ids[1, width - (kept - n_c1) : width].tolist() == full_prompt[-(kept - n_c1) :]
     assert batch.completion_ids[1, :n_c1].tolist() == c1[:n_c1]
     assert batch.advantages.tolist() == [1.0, -1.0]
-    assert batch.old_logprobs is None
+    assert batch.sampler_logprobs is None
 
 
 def test_padded_batch_logprobs_equal_single_sequence_logprobs(policy):
@@ -287,28 +287,6 @@ def test_kl_penalty_uses_the_adapter_free_reference(policy):
     second = updater.update(GROUP)
     assert first["kl"] == pytest.approx(0.0, abs=1e-8)  # the fresh adapter is the identity (B = 0)
     assert second["kl"] > 1e-4 and math.isfinite(second["loss"])
-
-
-def test_given_old_logprobs_are_used_for_the_ratio(tiny_model_path):
-    import torch
-
-    from trainer.policy import (
-        PolicyExample,
-        PolicyUpdater,
-        UpdateConfig,
-        load_policy_model,
-        sequence_logprobs,
-        tokenize_examples,
-    )  # fmt: skip
-
-    model, tok = load_policy_model(tiny_model_path, dropout=0.0)  # no dropout: the ratio is exact
-    batch = tokenize_examples(tok, [GROUP[0]], max_context_length=64)
-    with torch.no_grad():
-        current = sequence_logprobs(model.eval(), batch)[0, : int(batch.completion_mask.sum())].tolist()
-    prompt, completion, adv = GROUP[0]
-    stale = PolicyExample(prompt, completion, adv, old_logprobs=[x - 0.1 for x in current])
-    stats = PolicyUpdater(model, tok, UpdateConfig(learning_rate=1e-3)).update([stale])
-    assert stats["ratio"] == pytest.approx(math.exp(0.1), rel=1e-4)
 
 
 def _snapshot(model):

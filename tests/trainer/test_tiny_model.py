@@ -31,10 +31,13 @@ def test_loads_through_from_pretrained(tiny_model_path):
     assert ids[0] == tokenizer.bos_token_id
     assert tokenizer.decode(ids, skip_special_tokens=True) == text
 
+    # ChatML, as Qwen instruct models: the turn closes with <|im_end|>, the EOS generation stops at.
     chat = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], tokenize=False,
+        add_generation_prompt=True,
     )
-    assert chat == "<|user|>\nhi</s>\n<|assistant|>\n"
+    assert chat == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
 
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits

@@ -2,16 +2,20 @@
 
 Log-prob convention (every backend): `Sample.logprobs[t]` is the log-probability of the sampled
 token t under softmax(logits / temperature), the distribution the trainer's `sequence_logprobs`
-computes with the same temperature, so the sampler's log-probs can serve as the "old" policy of
-MMGRPO Eq. 1 / 5. Top-k / top-p truncation is not reflected in them (hf); vLLM's
-"processed_logprobs" mode does reflect it, so the two agree only with top_p=1 and top_k off.
+computes with the same temperature. They are a check, never the ratio's denominator (the trainer
+computes its own old log-probs): they feed the truncated importance-sampling correction and the
+sampler / trainer mismatch metric. Top-k / top-p truncation is not reflected in them (hf); vLLM's
+"processed_logprobs" mode does reflect it, which the mismatch metric then shows.
+
+Prompts are raw text or chat messages (`trainer.prompts`); every backend tokenizes them with
+`trainer.prompts.encode_prompt`, as the updater does.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 
 class BackendUnavailableError(ImportError):
@@ -40,7 +44,7 @@ class SamplingBackend(Protocol):
 
     def generate(
         self,
-        prompts: list[str],
+        prompts: list[Any],
         n: int,
         *,
         temperature: float = 1.0,
@@ -69,10 +73,10 @@ class SamplingBackend(Protocol):
 
 
 def validate_request(
-    prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int
+    prompts: list[Any], n: int, temperature: float, top_p: float, max_new_tokens: int
 ) -> None:
     if isinstance(prompts, str):
-        raise TypeError("prompts must be a list of strings, not one string")
+        raise TypeError("prompts must be a list of prompts (texts or message lists), not one string")
     if n < 1 or max_new_tokens < 1:
         raise ValueError("n and max_new_tokens must be >= 1")
     if temperature < 0.0 or not (0.0 < top_p <= 1.0):

@@ -2,8 +2,13 @@
 
 The backend holds the very PeftModel the `PolicyUpdater` trains, so after an update it samples with
 the new adapter without any copy. Prompts are tokenized exactly as the trainer tokenizes them
-(`trainer.policy.encode_prompt`) and left-padded, so a sample's tokens and log-probs line up with
-the trainer's recomputation.
+(`trainer.prompts.encode_prompt`: chat template or raw text) and left-padded, so a sample's tokens
+line up with the trainer's.
+
+Memory: generate keeps no per-step logits (`output_logits` would stack a (rows, new tokens, vocab)
+float tensor: 40 GB for 64 rows x 1,024 tokens of a 151,936-token vocabulary). The sampled tokens'
+log-probs, which feed the sampler / trainer mismatch metric, are taken on the fly by
+`ChosenTokenLogprobs`, which holds one step's (rows,) log-normalizer and one step's logits.
 """
 
 from __future__ import annotations
@@ -12,9 +17,41 @@ import os
 from typing import Any
 
 import torch
+from transformers import LogitsProcessor
 
 from trainer.backends.base import Sample, validate_request
-from trainer.policy import encode_prompt
+from trainer.prompts import encode_prompt
+
+
+class ChosenTokenLogprobs(LogitsProcessor):
+    """Records log softmax(logits / temperature)[sampled token] for every generated token.
+
+    generate() calls logits processors with the ids so far and the next token's logits, before its
+    own temperature / top-k / top-p warpers (custom processors come first in transformers'
+    list), so these are the raw logits. The token sampled from step t's logits shows up as the last
+    id at step t + 1's call; `finish` takes the last step's. Kept: (rows,) values per step, and one
+    step's (rows, vocab) log-probs until the next call (a copy: later warpers may write in place).
+    """
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.steps: list[torch.Tensor] = []  # (rows,) float32 per generated token
+        self._pending: torch.Tensor | None = None  # (rows, vocab) log-probs of the step in flight
+
+    def _take(self, chosen: torch.Tensor) -> None:
+        if self._pending is not None:
+            self.steps.append(self._pending.gather(-1, chosen.unsqueeze(-1)).squeeze(-1))
+            self._pending = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self._take(input_ids[:, -1])
+        self._pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
+        """(rows, new tokens) log-probs, given generate's output sequences."""
+        self._take(sequences[:, -1])
+        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((sequences.shape[0], 0))
 
 
 class HFBackend:
@@ -49,7 +86,7 @@ class HFBackend:
 
     def generate(
         self,
-        prompts: list[str],
+        prompts: list[Any],
         n: int,
         *,
         temperature: float = 1.0,
@@ -100,6 +137,7 @@ class HFBackend:
         knobs = (
             {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": top_k or 0, "min_p": 0.0}
         )
+        recorder = ChosenTokenLogprobs(temperature)
         out = self.model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
@@ -110,16 +148,11 @@ class HFBackend:
             max_new_tokens=max_new_tokens,
             eos_token_id=self.eos_id,
             pad_token_id=self.pad_id,
+            logits_processor=[recorder],
             return_dict_in_generate=True,
-            output_logits=True,  # raw logits: the log-probs below use logits / temperature only
         )
         new_tokens = out.sequences[:, width:]  # (B, L)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, L, V)
-        if not greedy:
-            logits = logits / temperature
-        logprobs = (
-            torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        )  # (B, L)
+        logprobs = recorder.finish(out.sequences)  # (B, L)
 
         samples = []
         for ids, lps in zip(new_tokens.tolist(), logprobs.tolist(), strict=True):

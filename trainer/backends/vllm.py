@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.backends.base import BackendUnavailableError, Sample, validate_request
+from trainer.prompts import encode_prompt
 
 INSTALL_HINT = (
     "The 'vllm' sampling backend needs vLLM, which is not installed. Install the [vllm] extra "
@@ -32,8 +33,13 @@ def _import_vllm() -> Any:
 class VLLMBackend:
     """`SamplingBackend` over `vllm.LLM(..., enable_lora=True)`.
 
-    `logprobs_mode="processed_logprobs"` makes vLLM report log-probs after temperature scaling (and
-    after top-k / top-p), the convention of `trainer.backends.base`.
+    `logprobs_mode="processed_logprobs"` makes vLLM report log-probs after temperature scaling and
+    after top-k / top-p: the distribution it really sampled from, the right denominator of the
+    importance-sampling weight (the trainer never truncates, which the mismatch metric shows).
+
+    Prompts go to vLLM as token ids (`{"prompt_token_ids": ...}`, vLLM's TokensPrompt), encoded by
+    `trainer.prompts.encode_prompt` with the trainer's tokenizer, so vLLM samples after exactly the
+    ids the updater trains on (its own chat-template rendering could differ in a special token).
     """
 
     name = "vllm"
@@ -42,6 +48,7 @@ class VLLMBackend:
         self,
         model_path: str | os.PathLike[str],
         *,
+        tokenizer: Any = None,
         max_lora_rank: int = 16,
         max_loras: int = 1,
         gpu_memory_utilization: float = 0.5,
@@ -55,6 +62,11 @@ class VLLMBackend:
 
         self._vllm = vllm
         self._lora_request_cls = LoRARequest
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        self.tokenizer = tokenizer
         self._llm = vllm.LLM(
             model=str(model_path),
             enable_lora=True,
@@ -87,7 +99,7 @@ class VLLMBackend:
 
     def generate(
         self,
-        prompts: list[str],
+        prompts: list[Any],
         n: int,
         *,
         temperature: float = 1.0,
@@ -109,7 +121,8 @@ class VLLMBackend:
             )
             for i in range(len(prompts))
         ]
-        outputs = self._llm.generate(prompts, params, lora_request=self._lora_request, use_tqdm=False)
+        token_prompts = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
+        outputs = self._llm.generate(token_prompts, params, lora_request=self._lora_request, use_tqdm=False)
         result = []
         for request in outputs:
             group = []

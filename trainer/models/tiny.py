@@ -35,18 +35,21 @@ from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTra
 DEFAULT_TINY_DIR_ENV = "COHORT_TINY_MODEL_DIR"
 MARKER_NAME = "cohort_build.json"
 # Bump when the build recipe changes, so an old cached folder is rebuilt instead of silently reused.
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 
-PAD, BOS, EOS = "<pad>", "<s>", "</s>"
-ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
+# Qwen's special tokens: `<|im_end|>` closes every chat turn and is the EOS, so `generate` stops at
+# the end of an assistant turn; `<|endoftext|>` pads. The BOS is kept for raw-text prompts only
+# (Llama-style), so a raw prompt is never empty.
+PAD, BOS, EOS = "<|endoftext|>", "<s>", "<|im_end|>"
+IM_START = "<|im_start|>"
 
-# Chat messages render as role marker, newline, content, EOS. The EOS after each turn is what the
-# model learns to emit to stop, so `generate` stops at the end of an assistant turn.
+# ChatML, the layout of Qwen2.5 / Qwen3 instruct models: <|im_start|>role, newline, content,
+# <|im_end|>, newline; the generation prompt opens the assistant turn.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "{{ '<|' + message['role'] + '|>\n' + message['content'] + '</s>\n' }}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
 # Enough English-ish text, digits, punctuation and the tags our programs emit for the BPE trainer to
@@ -74,6 +77,8 @@ _BUILTIN_CORPUS = (
     "a b c d e f g h i j k l m n o p q r s t u v w x y z",
     "the of and to in is was for on that with as by at from it this be are or an which",
     "user assistant system message content context passage document title summary label",
+    "<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\nQuestion: 2 + 2?<|im_end|>\n"
+    "<|im_start|>assistant\nAnswer: 4<|im_end|>\n",
 )
 
 
@@ -173,7 +178,7 @@ def _foreign_message(path: Path) -> str:
 
 
 def _train_tokenizer(corpus: Sequence[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    specials = [PAD, BOS, EOS, *ROLE_TOKENS]
+    specials = [PAD, BOS, EOS, IM_START]
     backend = Tokenizer(models.BPE())
     # Byte-level: any string round-trips through encode/decode, so rollouts never hit an unknown token.
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -194,7 +199,7 @@ def _train_tokenizer(corpus: Sequence[str], vocab_size: int) -> PreTrainedTokeni
         bos_token=BOS,
         eos_token=EOS,
         pad_token=PAD,
-        additional_special_tokens=list(ROLE_TOKENS),
+        additional_special_tokens=[IM_START],
         padding_side="left",  # generation pads on the left; training code sets its own layout
         model_max_length=2048,
     )

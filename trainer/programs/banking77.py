@@ -31,11 +31,13 @@ class Banking77Classifier(SingleModuleProgram):
         if not self.labels:
             self.labels = tuple(sorted({str(e["label"]) for e in examples if e.get("label")}))
 
-    def prompt(self, example: dict[str, Any]) -> str:
+    def instructions(self, example: dict[str, Any]) -> str:
         intents = ", ".join(self.labels) if self.labels else "(any intent name)"
         return (f"Classify the customer's banking query into one intent.\nIntents: {intents}\n"
-                f"Query: {example['text']}\nThink step by step in one or two sentences, then write "
-                f"'Label: <intent>'.\n")
+                "Think step by step in one or two sentences, then write 'Label: <intent>'.")
+
+    def inputs(self, example: dict[str, Any]) -> str:
+        return f"Query: {example['text']}"
 
     def parse(self, completion: str) -> tuple[bool, Any]:
         label = tagged_field(completion, "label")

@@ -24,8 +24,11 @@ class MathSolver(SingleModuleProgram):
         {"name": "length", "weight": 1.0, "params": {"limit": 400}, "condition_on": "numeric_match", "threshold": 1.0},
     )
 
-    def prompt(self, example: dict[str, Any]) -> str:
-        return f"Solve the problem step by step. End with '#### <number>'.\nProblem: {example['question']}\n"
+    def instructions(self, example: dict[str, Any]) -> str:
+        return "Solve the problem step by step. End with '#### <number>'."
+
+    def inputs(self, example: dict[str, Any]) -> str:
+        return f"Problem: {example['question']}"
 
     def parse(self, completion: str) -> tuple[bool, Any]:
         number = extract_final_number(completion)

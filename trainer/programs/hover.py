@@ -12,6 +12,7 @@ from typing import Any
 from trainer.programs.base import failed, tagged_field
 from trainer.programs.registry import register_program
 from trainer.programs.retrieval import Passage, corpus_index
+from trainer.prompts import Message, chat_messages
 from trainer.sampling import StepResult
 
 
@@ -53,14 +54,14 @@ class HoverMultiHop:
     def next_agent(self, state: HopState) -> str:
         return state.next_module
 
-    def process_prompt(self, state: HopState, agent: str) -> str:
+    def process_prompt(self, state: HopState, agent: str) -> list[Message]:
         notes = "\n".join(f"- {n}" for n in state.notes) or "(none yet)"
         if agent == "create_query":
-            return (f"Find evidence for the claim. Write one search query as 'Query: ...'.\nClaim: {state.claim}\n"
-                    f"Notes so far:\n{notes}\n")
+            return chat_messages("Find evidence for the claim. Write one search query as 'Query: ...'.",
+                                 f"Claim: {state.claim}\nNotes so far:\n{notes}")
         passages = "\n".join(p.render() for p in state.last) or "(nothing found)"
-        return (f"Claim: {state.claim}\nNotes so far:\n{notes}\nNew passages:\n{passages}\n"
-                "Write 'Notes: ...' with what matters, then 'Enough: yes' or 'Enough: no'.\n")
+        return chat_messages("Write 'Notes: ...' with what matters for the claim, then 'Enough: yes' or 'Enough: no'.",
+                             f"Claim: {state.claim}\nNotes so far:\n{notes}\nNew passages:\n{passages}")
 
     def step(self, state: HopState, agent: str, completion: str) -> StepResult:
         if agent == "create_query":

@@ -16,6 +16,7 @@ from typing import Any
 from trainer.programs.base import failed
 from trainer.programs.registry import register_program
 from trainer.programs.retrieval import BM25Index, Passage, corpus_index
+from trainer.prompts import Message, chat_messages
 from trainer.rewards.mhgpo import parse_reranker_ids, parse_rewriter_queries
 from trainer.sampling import StepResult
 
@@ -75,16 +76,17 @@ class SearchSystem:
     def next_agent(self, state: SearchState) -> str:
         return AGENTS[state.stage]
 
-    def process_prompt(self, state: SearchState, agent: str) -> str:
+    def process_prompt(self, state: SearchState, agent: str) -> list[Message]:
         if agent == "rewriter":
-            return ("Rewrite the question into up to four search queries, written as ### query1; query2 ###.\n"
-                    f"Question: {state.question}\n")
+            return chat_messages("Rewrite the question into up to four search queries, written as "
+                                 "### query1; query2 ###.", f"Question: {state.question}")
         if agent == "reranker":
             docs = "\n".join(f"Document{i}: {p.render()}" for i, p in enumerate(state.candidates))
-            return ("Select the documents that help answer the question; list their ids like "
-                    f"'Document0, Document2'.\nQuestion: {state.question}\n{docs}\n")
+            return chat_messages("Select the documents that help answer the question; list their ids like "
+                                 "'Document0, Document2'.", f"Question: {state.question}\n{docs}")
         context = "\n".join(p.render(600) for p in state.selected)
-        return f"Answer the question in a few words.\nQuestion: {state.question}\nDocuments:\n{context}\nAnswer:"
+        return chat_messages("Answer the question in a few words.",
+                             f"Question: {state.question}\nDocuments:\n{context}")
 
     def step(self, state: SearchState, agent: str, completion: str) -> StepResult:
         if agent == "rewriter":

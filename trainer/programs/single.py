@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from trainer.prompts import Message, chat_messages
 from trainer.sampling import StepResult
 
 
@@ -28,8 +29,16 @@ class SingleModuleProgram:
     def agents(self) -> tuple[str, ...]:
         return (self.module,)
 
-    def prompt(self, example: dict[str, Any]) -> str:
+    def instructions(self, example: dict[str, Any]) -> str:
+        """The module's instructions (the system message)."""
         raise NotImplementedError
+
+    def inputs(self, example: dict[str, Any]) -> str:
+        """The module's inputs for one example (the user message)."""
+        raise NotImplementedError
+
+    def prompt(self, example: dict[str, Any]) -> list[Message]:
+        return chat_messages(self.instructions(example), self.inputs(example))
 
     def parse(self, completion: str) -> tuple[bool, Any]:
         raise NotImplementedError
@@ -47,7 +56,7 @@ class SingleModuleProgram:
     def next_agent(self, state: SingleState) -> str:
         return self.module
 
-    def process_prompt(self, state: SingleState, agent: str) -> str:
+    def process_prompt(self, state: SingleState, agent: str) -> list[Message]:
         return self.prompt(state.example)
 
     def step(self, state: SingleState, agent: str, completion: str) -> StepResult:

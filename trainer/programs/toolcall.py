@@ -29,9 +29,12 @@ class ToolCaller(SingleModuleProgram):
         {"name": "toolrl_correctness", "weight": 1.0, "params": {}},
     )
 
-    def prompt(self, example: dict[str, Any]) -> str:
-        system = example.get("system") or DEFAULT_SYSTEM
-        return f"{system}\n\n{example['question']}\n"
+    def instructions(self, example: dict[str, Any]) -> str:
+        # ToolRL rows carry their own system prompt (the tool list and the format), as in the paper.
+        return example.get("system") or DEFAULT_SYSTEM
+
+    def inputs(self, example: dict[str, Any]) -> str:
+        return str(example["question"])
 
     def parse(self, completion: str) -> tuple[bool, Any]:
         calls = parse_tool_calls(completion)

@@ -22,6 +22,7 @@ import numpy as np
 
 from trainer.programs.base import failed
 from trainer.programs.registry import register_program
+from trainer.prompts import Message, chat_messages
 from trainer.sampling import StepResult
 
 TOY_WORDS = ("apple", "river", "stone", "cloud")
@@ -82,8 +83,8 @@ class ToyEcho:
     def next_agent(self, state: ToyState) -> str:
         return "echo"
 
-    def process_prompt(self, state: ToyState, agent: str) -> str:
-        return f"Repeat: {state.word}\n"
+    def process_prompt(self, state: ToyState, agent: str) -> list[Message]:
+        return chat_messages("Repeat the word.", f"Repeat: {state.word}")
 
     def step(self, state: ToyState, agent: str, completion: str) -> StepResult:
         words = completion.split()

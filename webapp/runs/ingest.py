@@ -142,6 +142,7 @@ class StepRows:
                     "position": position, "module": _without_nul(c["module"]),
                     "invocation_index": int(c["invocation_index"]),
                     "prompt": _without_nul(c.get("prompt", "")), "completion": _without_nul(c.get("completion", "")),
+                    "messages": _without_nul(c.get("messages")),
                     "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": _finite(c.get("specific_reward")) or 0.0,
                     "propagated_reward": _finite(c.get("propagated_reward")), "advantage": _finite(c.get("advantage")),
                 })

@@ -225,7 +225,9 @@ class ModuleCall(models.Model):
     position = models.PositiveIntegerField(help_text="Order of the call within its rollout.")
     module = models.CharField(max_length=100)
     invocation_index = models.PositiveIntegerField(help_text="How many earlier calls of this module.")
-    prompt = models.TextField()
+    prompt = models.TextField(help_text="What the model saw: the rendered chat template or the raw text.")
+    messages = models.JSONField(null=True, blank=True,
+                                help_text="The chat messages the prompt was rendered from; empty for raw text.")
     completion = models.TextField()
     parsed_ok = models.BooleanField(default=True)
     specific_reward = models.FloatField(default=0.0, help_text="Agent-specific reward (e.g. format penalty).")

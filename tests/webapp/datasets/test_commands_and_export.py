@@ -83,7 +83,8 @@ def test_export_writes_what_the_trainer_reads(shared_data, tmp_path):
     config = RunConfig(program="search", rewards=task.rewards, **values)
     program = get_program("search", corpus_path=config.corpus_data)
     state = program.start(train[0])
-    assert program.next_agent(state) == "rewriter" and train[0]["question"] in program.process_prompt(state, "rewriter")
+    assert program.next_agent(state) == "rewriter"
+    assert train[0]["question"] in program.process_prompt(state, "rewriter")[-1]["content"]
     assert list(tmp_path.joinpath("run").iterdir()).__len__() == 3  # no partial files left
 
 
