@@ -151,7 +151,7 @@ class Trainer:
             scheduler="cosine" if c.lr_scheduler == "cosine" else "constant", warmup_steps=c.warmup_steps,
             total_steps=total_updates, max_context_length=c.max_context_length, seed=c.seed,
             dr_grpo_max_len=c.max_new_tokens, importance_sampling_correction=c.importance_sampling_correction,
-            importance_sampling_cap=c.importance_sampling_cap,
+            importance_sampling_cap=c.importance_sampling_cap, sampler_is_policy=c.backend == "hf",
         )
 
     def _make_backend(self, model_path: str):
@@ -343,7 +343,7 @@ class Trainer:
             if key in update_stats:
                 metrics[key] = float(update_stats[key])
         # Sampler / trainer mismatch: only where the backend reported its log-probs.
-        metrics.update({k: float(v) for k, v in update_stats.items() if k.startswith("mismatch/")})
+        metrics.update({k: float(v) for k, v in update_stats.items() if k.startswith(("mismatch/", "is_weight/"))})
         return metrics
 
     def evaluate(self, step: int) -> dict[str, float]:

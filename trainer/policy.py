@@ -290,6 +290,9 @@ class UpdateConfig:
     log-probs (TRL's vllm_importance_sampling_correction, token-truncate mode)."""
     importance_sampling_cap: float = 2.0
     """The truncation cap of the importance-sampling weight."""
+    sampler_is_policy: bool = False
+    """The examples were sampled by this very model (the HF backend): its log-probs are the policy's
+    own, so there is nothing to correct for. False for another engine (vLLM) or unknown samplers."""
     append_eos: bool = False
     """Append EOS to completions given as text only."""
     seed: int = 0
@@ -316,6 +319,31 @@ class UpdateConfig:
             raise ValueError("beta must be >= 0 (0 disables the KL penalty and the reference pass)")
         if self.importance_sampling_cap < 1.0:
             raise ValueError("importance_sampling_cap must be >= 1 (TRL's default is 2 to 3)")
+
+
+class MismatchTotals:
+    """Sampler / trainer mismatch summed over the tokens the sampler scored, for the step metrics:
+    `mismatch/...` always, `is_weight/...` where the importance-sampling correction applied."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.corrected = False
+
+    def add(self, trainer_logprobs: Tensor, mb: PolicyBatch, *, corrected: bool, cap: float) -> None:
+        for k, v in mismatch_stats(trainer_logprobs.detach(), mb.sampler_logprobs, mb.completion_mask, cap=cap).items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+        self.corrected = self.corrected or corrected
+
+    def stats(self) -> dict[str, float]:
+        tokens = self.sums.get("tokens")
+        if not tokens:
+            return {}
+        out = {"mismatch/abs_logprob_diff": self.sums["abs_logprob_diff"] / tokens,
+               "mismatch/kl": self.sums["kl"] / tokens}
+        if self.corrected:
+            out.update({"is_weight/mean": self.sums["is_weight"] / tokens,
+                        "is_weight/capped_share": self.sums["is_capped"] / tokens})
+        return out
 
 
 class PolicyUpdater:
@@ -353,11 +381,13 @@ class PolicyUpdater:
     def update(self, examples: Sequence[Any]) -> dict[str, float]:
         """One policy update on a batch of triples; returns scalar stats.
 
-        Old log-probs (the denominator of the ratio) come from a no-grad, eval-mode forward pass of
-        the training model before the first optimizer step, as in TRL: never from the sampler,
-        whose kernels (vLLM's bf16) and truncation (top-k / top-p) differ. With LoRA dropout 0 the
-        first ratio is then exactly 1. The sampler's log-probs, where examples bring them, give the
-        importance-sampling weights and the mismatch stats (`mismatch/...`). Reference log-probs
+        Old log-probs (the denominator of the ratio) come from the training model, never from the
+        sampler, whose kernels (vLLM's bf16) and truncation (top-k / top-p) differ. As in TRL:
+        with one pass over the batch they are the training pass's own, detached (the ratio is
+        exactly 1); with several passes, or an importance-sampling weight to compute, a no-grad
+        eval-mode forward before the first optimizer step (with LoRA dropout 0 the first ratio is
+        again exactly 1). The sampler's log-probs, where examples bring them, give the importance-
+        sampling weights and the mismatch stats (`mismatch/...`, `is_weight/...`). Reference log-probs
         (adapter disabled, the same weights) only when beta > 0. Training passes use train mode, so
         LoRA dropout makes the ratio fluctuate slightly around 1.
         """
@@ -381,11 +411,12 @@ class PolicyUpdater:
         norm = {"num_tokens": max(num_tokens, 1.0), "num_sequences": float(len(examples)), "max_len": max_len}
 
         totals: dict[str, float] = {}
+        mismatch = MismatchTotals()
         with _seeded(cfg.seed * 1_000_003 + self.updates, self.device):
-            olds, refs = self._frozen_logprobs(micro)
-            weights, mismatch = self._importance_weights(micro, olds)
+            olds, refs = self._frozen_logprobs(micro, old=self._needs_old_pass(micro))
+            self._record_mismatch(micro, olds, mismatch)
             for _ in range(cfg.num_iterations):
-                step = self._optimizer_step(micro, olds, refs, weights, norm)
+                step = self._optimizer_step(micro, olds, refs, norm)
                 for k, v in step.items():
                     totals[k] = totals.get(k, 0.0) + v
         self.model.eval()
@@ -395,7 +426,7 @@ class PolicyUpdater:
         stats = {k: v / cfg.num_iterations for k, v in totals.items()}
         all_tokens = sum(int(mb.attention_mask.sum()) for mb in micro)
         stats.update(
-            mismatch,
+            mismatch.stats(),
             lr=self._last_lr,
             tokens=float(all_tokens),
             completion_tokens=num_tokens,
@@ -406,50 +437,67 @@ class PolicyUpdater:
         )
         return stats
 
-    def _frozen_logprobs(self, micro: list[PolicyBatch]) -> tuple[list[Tensor], list[Tensor | None]]:
-        """The trainer's old log-probs and, when beta > 0, the reference's: no grad, eval mode."""
+    def _needs_old_pass(self, micro: list[PolicyBatch]) -> bool:
+        """Whether the old log-probs need a pass of their own (TRL's rule). With one pass over the
+        batch, the training pass's own log-probs, detached, are the old policy's: the ratio is
+        exactly 1, as GRPO requires, and an extra forward would buy nothing. A second pass
+        (num_iterations > 1) needs them frozen before the first optimizer step, and so does the
+        importance-sampling weight of a sampler that is another engine."""
+        cfg = self.config
+        corrects = (cfg.importance_sampling_correction and not cfg.sampler_is_policy
+                    and any(mb.sampler_logprobs is not None for mb in micro))
+        return cfg.num_iterations > 1 or corrects
+
+    def _frozen_logprobs(
+        self, micro: list[PolicyBatch], *, old: bool = True
+    ) -> tuple[list[Tensor] | None, list[Tensor | None]]:
+        """The trainer's old log-probs (when `old`) and, when beta > 0, the reference's (the same
+        weights, adapter disabled): no grad, eval mode, before any optimizer step."""
         cfg = self.config
         self.model.eval()
         olds, refs = [], []
         with torch.no_grad():
             for mb in micro:
-                olds.append(sequence_logprobs(self.model, mb, temperature=cfg.temperature))
+                if old:
+                    olds.append(sequence_logprobs(self.model, mb, temperature=cfg.temperature))
                 ref = None
                 if cfg.beta > 0.0:
                     with self.model.disable_adapter():
                         ref = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
                 refs.append(ref)
-        return olds, refs
+        return (olds if old else None), refs
 
-    def _importance_weights(
-        self, micro: list[PolicyBatch], olds: list[Tensor]
-    ) -> tuple[list[Tensor | None], dict[str, float]]:
-        """Per micro-batch IS weights (None where the sampler gave no log-probs or the correction is
-        off) and the sampler / trainer mismatch over every token the sampler scored."""
+    def _record_mismatch(self, micro: list[PolicyBatch], olds: list[Tensor] | None, mismatch: MismatchTotals) -> None:
+        """Sampler / trainer mismatch against the trainer's eval-mode log-probs: the old ones where
+        they were computed; otherwise (one pass, the sampler being this model) a no-grad eval pass
+        over the first micro-batch the sampler scored, a sample that bounds the diagnostic's cost.
+        (The training pass's own log-probs would show LoRA dropout noise, about 0.04 nats a token
+        on the toy task, as if the sampler had drifted.)"""
         cfg = self.config
-        weights: list[Tensor | None] = []
-        sums: dict[str, float] = {}
-        for mb, old in zip(micro, olds, strict=True):
-            if mb.sampler_logprobs is None:
-                weights.append(None)
-                continue
-            for k, v in mismatch_stats(old, mb.sampler_logprobs, mb.completion_mask,
-                                       cap=cfg.importance_sampling_cap).items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-            weights.append(importance_weights(old, mb.sampler_logprobs, mb.completion_mask,
-                                              cap=cfg.importance_sampling_cap)
-                           if cfg.importance_sampling_correction else None)
-        if not sums.get("tokens"):
-            return weights, {}
-        tokens = sums.pop("tokens")
-        return weights, {f"mismatch/{k}": v / tokens for k, v in sums.items()}
+        scored = [k for k, mb in enumerate(micro) if mb.sampler_logprobs is not None]
+        if olds is None and scored:
+            self.model.eval()
+            with torch.no_grad():
+                sample = micro[scored[0]]
+                trainer = sequence_logprobs(self.model, sample, temperature=cfg.temperature)
+            mismatch.add(trainer, sample, corrected=False, cap=cfg.importance_sampling_cap)
+            return
+        for k in scored if olds is not None else []:
+            mismatch.add(olds[k], micro[k], corrected=self._importance_weight(micro[k], olds[k]) is not None,
+                         cap=cfg.importance_sampling_cap)
+
+    def _importance_weight(self, mb: PolicyBatch, old: Tensor) -> Tensor | None:
+        """TIS weights of one micro-batch, where they apply: another engine's log-probs, correction on."""
+        cfg = self.config
+        if mb.sampler_logprobs is None or not cfg.importance_sampling_correction or cfg.sampler_is_policy:
+            return None
+        return importance_weights(old, mb.sampler_logprobs, mb.completion_mask, cap=cfg.importance_sampling_cap)
 
     def _optimizer_step(
         self,
         micro: list[PolicyBatch],
-        olds: list[Tensor],
+        olds: list[Tensor] | None,
         refs: list[Tensor | None],
-        weights: list[Tensor | None],
         norm: dict[str, float],
     ) -> dict[str, float]:
         cfg = self.config
@@ -457,8 +505,10 @@ class PolicyUpdater:
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         weighted = {"clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0}
-        for mb, old, ref, weight in zip(micro, olds, refs, weights, strict=True):
+        for k, (mb, ref) in enumerate(zip(micro, refs, strict=True)):
             new = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
+            old = olds[k] if olds is not None else new.detach()
+            weight = self._importance_weight(mb, old) if olds is not None else None
             loss, st = clipped_policy_loss(
                 new, old, mb.advantages, mb.completion_mask,
                 eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta, logp_ref=ref,

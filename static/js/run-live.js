@@ -27,6 +27,8 @@
     ["adv_resolution", "Advantage resolution (distinct advantages / distinct reward vectors)"],
     ["loss", "Policy loss"],
     ["kl", "KL to the reference model"],
+    ["mismatch", "Sampler / trainer mismatch (per token: |log-prob difference|, KL)"],
+    ["is_weight", "Importance-sampling weight (mean, share truncated at the cap)"],
     ["clip_fraction", "Clipped ratio fraction"],
     ["grad_norm", "Gradient norm (before clipping)"],
     ["lr", "Learning rate"],

@@ -62,8 +62,13 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     wait_for_points(page, "chart-reward", 4)
     assert page.evaluate("window.__notReloaded") is True  # the points came live, not from a reload
     assert page.inner_text("#run-state") == "running"
-    for chart in ("chart-loss", "chart-group_var", "chart-similarity", "chart-grad_norm", "chart-tokens_per_s"):
+    for chart in ("chart-loss", "chart-group_var", "chart-similarity", "chart-grad_norm", "chart-tokens_per_s",
+                  "chart-mismatch"):
         assert points_in(page, chart) >= 1, chart
+    # The HF sampler is the training model: the sampler / trainer mismatch chart sits at about 0.
+    mismatch = page.evaluate("""() => Object.fromEntries(document.querySelector('#chart-mismatch').data
+                                   .map((t) => [t.name, Math.max(...t.y)]))""")
+    assert set(mismatch) == {"abs_logprob_diff", "kl"} and max(mismatch.values()) < 1e-3
     screenshot("run-live")
 
     page.click("text=Cancel run")  # the trainer waits before step 5: the cancel stops it there

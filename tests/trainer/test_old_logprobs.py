@@ -51,6 +51,31 @@ def test_old_logprobs_are_an_eval_forward_of_the_same_weights_so_the_first_ratio
     assert stats["clip_fraction"] == 0.0
 
 
+@pytest.mark.parametrize(("iterations", "sampler_is_policy", "passes"), [
+    # TRL's rule: the training pass's own log-probs, detached, are the old ones; the mismatch
+    # diagnostic takes one micro-batch (of 3) through an eval pass.
+    (1, True, 3 + 1),
+    (2, True, 3 + 3 + 3),   # an eval pass first, then two training passes against it
+    (1, False, 3 + 3),      # another engine's log-probs: an eval pass for the importance-sampling weight
+])
+def test_the_old_logprob_pass_runs_only_where_it_can_differ_from_the_training_pass(
+        tiny_model_path, monkeypatch, iterations, sampler_is_policy, passes):
+    import trainer.policy as policy
+    from trainer.policy import PolicyUpdater, UpdateConfig, load_policy_model
+
+    model, tok = load_policy_model(tiny_model_path)  # LoRA dropout 0.05 in the training passes
+    examples = sampled_examples(model, tok)
+    calls = []
+    real = policy.sequence_logprobs
+    monkeypatch.setattr(policy, "sequence_logprobs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    config = UpdateConfig(num_iterations=iterations, sampler_is_policy=sampler_is_policy, micro_batch_size=2)
+    stats = PolicyUpdater(model, tok, config).update(examples)
+    assert len(calls) == passes
+    if iterations == 1 and sampler_is_policy:
+        assert stats["ratio"] == 1.0  # exactly, dropout or not
+        assert "is_weight/mean" not in stats and stats["mismatch/abs_logprob_diff"] < 1e-4
+
+
 def test_old_logprobs_equal_a_plain_no_grad_forward(policy):
     import torch
 
@@ -75,9 +100,9 @@ def test_the_importance_weight_is_one_when_sampler_and_trainer_agree(policy):
 
     model, tok = policy
     stats = PolicyUpdater(model, tok, UpdateConfig()).update(sampled_examples(model, tok))
-    assert stats["mismatch/is_weight"] == pytest.approx(1.0, abs=1e-4)
+    assert stats["is_weight/mean"] == pytest.approx(1.0, abs=1e-4)
     assert stats["mismatch/abs_logprob_diff"] < 1e-4 and 0 <= stats["mismatch/kl"] < 1e-6
-    assert stats["mismatch/is_capped"] == 0.0
+    assert stats["is_weight/capped_share"] == 0.0
 
 
 @pytest.mark.parametrize("correction", [True, False], ids=["corrected", "uncorrected"])
@@ -94,7 +119,10 @@ def test_the_importance_weight_is_capped_when_the_sampler_disagrees(tiny_model_p
         losses[shift] = stats["loss"]
     assert stats["mismatch/abs_logprob_diff"] == pytest.approx(3.0, abs=1e-3)
     assert stats["mismatch/kl"] == pytest.approx(math.exp(3) - 3 - 1, rel=1e-3)  # k3 of log r = 3
-    assert stats["mismatch/is_capped"] == 1.0 and stats["mismatch/is_weight"] == pytest.approx(2.0)
+    if correction:
+        assert stats["is_weight/capped_share"] == 1.0 and stats["is_weight/mean"] == pytest.approx(2.0)
+    else:
+        assert "is_weight/mean" not in stats  # measured, not corrected
     assert losses[-3.0] == pytest.approx(losses[0.0] * (2.0 if correction else 1.0), rel=1e-5)
 
 
@@ -120,3 +148,15 @@ def test_dr_grpo_divides_by_max_new_tokens(tiny_model_path, tmp_path):
                        max_context_length=64, loss_aggregation="dr_grpo")
     trainer = Trainer(config, tmp_path / "run", Quiet(), model_cache_dir=tmp_path / "models")
     assert trainer.updater.config.dr_grpo_max_len == 7
+
+
+def test_a_step_with_the_hf_sampler_reports_a_near_zero_mismatch(tmp_path):
+    """The HF sampler is the training model itself: what the run page's mismatch chart shows for it."""
+    from tests.trainer.test_prompts import Events, toy_config
+    from trainer.loop import Trainer
+
+    events = Events()
+    Trainer(toy_config(), tmp_path / "run", events, model_cache_dir=tmp_path / "models").run()
+    metrics = events.steps[0]["metrics"]
+    assert 0 <= metrics["mismatch/abs_logprob_diff"] < 1e-4 and 0 <= metrics["mismatch/kl"] < 1e-6
+    assert "is_weight/mean" not in metrics  # the sampler is the policy: nothing to correct
