@@ -15,9 +15,10 @@ machine slows both alike. TRL's step is timed from `on_step_begin` to `on_step_e
 rewards, advantages, forward/backward of every micro-batch, clip, optimizer); Cohort's is
 `Trainer.train_step`. Warm-up steps are dropped, then medians. Nothing is downloaded.
 
-Cohort computes the old log-probs with an extra no-grad forward before its optimizer step; TRL
-skips it when num_iterations = 1 without vLLM. The report shows what that pass costs and how many
-log-prob forward passes each side ran (per micro-batch: Cohort 2, TRL 1).
+Both sides take the old log-probs from the training pass itself when one pass is made over a batch
+the policy sampled (TRL: num_iterations = 1 without vLLM); Cohort also runs one micro-batch through
+a no-grad eval pass for its sampler / trainer mismatch chart. The report shows what a separate
+old-log-prob pass costs (0 here) and how many log-prob forward passes each side ran.
 
 CPU, tiny model (about 30 s):
     .venv/bin/python benchmarks/trl_step.py --prompts 4 --group-size 8 --max-new-tokens 16 --steps 40 --warmup 3
