@@ -2,12 +2,12 @@
 
 Pieces, from the math outwards:
 
-- `clipped_policy_loss`: the per-token clipped surrogate of GRPO (MMGRPO Eq. 1 and its per-module
+- `clipped_policy_loss` (trainer/loss.py): the per-token clipped surrogate of GRPO (MMGRPO Eq. 1 and its per-module
   form Eq. 5; GDPO Eq. 3) with a k3 KL penalty and three ways to aggregate tokens.
 - `tokenize_examples` (trainer/batching.py) / `sequence_logprobs` (trainer/logprobs.py): triples
   to padded tensors, and the per-token log-probs of the completions under a model, computed in
   bounded chunks of the vocabulary-wide logits.
-- `lora_config` / `wrap_with_lora`: the adapter of MMGRPO Section 5 (r=16, alpha=64, dropout 0.05 on
+- `lora_config` / `wrap_with_lora` / `load_policy_model` (trainer/lora.py): the adapter of MMGRPO Section 5 (r=16, alpha=64, dropout 0.05 on
   q, k, v, o, up, down, gate).
 - `PolicyUpdater`: the trainer's own old log-probs, the importance-sampling correction against the
   sampler's, AdamW on the LoRA parameters, LR schedule, micro-batches with gradient accumulation,
@@ -19,7 +19,6 @@ V = vocabulary size. Log-prob tensors are completion-aligned, (B, C).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import os
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import Tensor
 from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
@@ -45,202 +44,18 @@ from trainer.batching import (  # noqa: F401 - re-exported: the policy's public 
     tokenize_examples,
 )
 from trainer.logprobs import importance_weights, mismatch_stats, sequence_logprobs
+from trainer.lora import (  # noqa: F401 - re-exported: the policy's public names
+    DEFAULT_LORA_TARGETS,
+    _seeded,
+    enable_gradient_checkpointing,
+    load_policy_model,
+    lora_config,
+    lora_parameters,
+    wrap_with_lora,
+)
+from trainer.loss import AGGREGATIONS, clipped_policy_loss  # noqa: F401 - AGGREGATIONS re-exported
 
-DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj")
-AGGREGATIONS = ("token", "sequence", "dr_grpo")
 SCHEDULERS = ("constant", "cosine")
-
-
-# --------------------------------------------------------------------------------------------------
-# LoRA
-# --------------------------------------------------------------------------------------------------
-
-
-def lora_config(
-    r: int = 16,
-    alpha: int = 64,
-    dropout: float = 0.05,
-    targets: Sequence[str] = DEFAULT_LORA_TARGETS,
-    *,
-    init_lora_weights: bool | str = True,
-) -> LoraConfig:
-    """The LoRA adapter of MMGRPO Section 5 (rank 16, alpha 64, dropout 0.05, all projections).
-
-    `init_lora_weights=True` is PEFT's default and the paper's setting: B = 0, so the adapter starts as
-    the identity and the very first update moves only the B matrices (A gets a zero gradient while
-    B = 0). `"orthogonal"` starts with A and B both non-zero but B @ A = 0 (needs an even rank).
-    """
-    return LoraConfig(
-        r=r,
-        lora_alpha=alpha,
-        lora_dropout=dropout,
-        target_modules=list(targets),
-        bias="none",
-        task_type="CAUSAL_LM",
-        init_lora_weights=init_lora_weights,
-    )
-
-
-def wrap_with_lora(
-    model: torch.nn.Module,
-    *,
-    r: int = 16,
-    alpha: int = 64,
-    dropout: float = 0.05,
-    targets: Sequence[str] = DEFAULT_LORA_TARGETS,
-    init_lora_weights: bool | str = True,
-    seed: int | None = 0,
-) -> PeftModel:
-    """Wrap `model` with a fresh LoRA adapter; base weights are frozen, only `lora_` params train.
-
-    `seed` makes the random A init reproducible without touching the caller's RNG stream.
-    """
-    config = lora_config(r, alpha, dropout, targets, init_lora_weights=init_lora_weights)
-    with _seeded(seed):
-        return get_peft_model(model, config)
-
-
-def load_policy_model(
-    model_path: str | os.PathLike[str],
-    *,
-    device: str | torch.device = "cpu",
-    dtype: torch.dtype | None = None,
-    gradient_checkpointing: bool = False,
-    **lora_kwargs: Any,
-) -> tuple[PeftModel, Any]:
-    """Load a causal LM and its tokenizer from a folder or hub id, wrapped with LoRA. -> (model, tokenizer).
-
-    One copy of the base weights: the KL reference is the same model with the adapter disabled.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    base = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype or torch.float32).to(device)
-    model = wrap_with_lora(base, **lora_kwargs)
-    if gradient_checkpointing:
-        enable_gradient_checkpointing(model)
-    return model, tokenizer
-
-
-def enable_gradient_checkpointing(model: PeftModel) -> None:
-    """Recompute each decoder layer's activations in the backward pass instead of keeping them:
-    activation memory drops from one set per layer to one layer's, for about a third more compute.
-
-    With frozen base weights nothing before the first LoRA layer requires grad, so the checkpointed
-    blocks would see inputs without grad and (in the reentrant variant) drop the adapters' gradient:
-    the input embeddings are made to require grad (PEFT's `prepare_model_for_kbit_training` does
-    the same), and the non-reentrant variant is used.
-    """
-    model.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.enable_input_require_grads()
-
-
-def lora_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
-    """The trainable LoRA parameters by name (what the optimizer updates)."""
-    return {n: p for n, p in model.named_parameters() if p.requires_grad and "lora_" in n}
-
-
-# --------------------------------------------------------------------------------------------------
-# The clipped objective
-# --------------------------------------------------------------------------------------------------
-
-
-def clipped_policy_loss(
-    logp_new: Tensor,
-    logp_old: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    eps_low: float,
-    eps_high: float,
-    beta: float = 0.0,
-    logp_ref: Tensor | None = None,
-    aggregation: str = "token",
-    num_tokens: float | None = None,
-    num_sequences: float | None = None,
-    max_len: float | None = None,
-    is_weight: Tensor | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """Loss (to minimize) of the clipped GRPO objective, MMGRPO Eq. 1 / Eq. 5, GDPO Eq. 3.
-
-    Per token t of completion i, with ratio w = exp(logp_new - logp_old):
-
-        l_{i,t} = -min(w * A_i, clip(w, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_{i,t}
-        KL_{i,t} = exp(ref - new) - (ref - new) - 1          (k3 estimator, >= 0; DeepSeekMath)
-
-    `is_weight` (B, C), when given, multiplies the clipped surrogate before the KL term is added:
-    the truncated importance-sampling correction for a sampler whose policy differs from the
-    trainer's (`trainer.logprobs.importance_weights`; TRL applies it at the same place).
-
-    Asymmetric clipping ("clip-higher", eps_high > eps_low) is DAPO's; GDPO's math runs use
-    0.2 / 0.28 (GDPO App. E). The papers state one eps: pass eps_low = eps_high for that.
-
-    Aggregation over the mask (the three papers differ here):
-      - "sequence": mean over each completion's tokens, then mean over completions. This is the
-        1/G sum_i 1/|o_i| sum_t of GRPO as written in MMGRPO Eq. 1/5 and GDPO Eq. 3.
-      - "token": sum over all tokens / number of tokens in the whole batch (DAPO's token-level loss;
-        GDPO Section 5 uses it for its math runs; TRL's default "dapo"). No length bias.
-      - "dr_grpo": sum over all tokens / (number of completions * a constant max length) (Dr. GRPO).
-    Under gradient accumulation pass the global `num_tokens` / `num_sequences` / `max_len` of the
-    whole batch so the micro-batch losses add up to the full-batch loss; they default to this batch's
-    mask sum, B, and C.
-
-    Shapes: logp_new, logp_old, logp_ref, mask: (B, C); advantages: (B,) one per completion (outcome
-    supervision, MMGRPO Eq. 2) or (B, C) per token. Returns the scalar loss and detached stats:
-    clip_low / clip_high (fraction of tokens where the clipped term is the active one, at the low or
-    high bound), ratio (mean w), kl (mean KL, when logp_ref is given), tokens (mask sum).
-
-    Worked example: one token, logp_new = logp_old, A = 1, beta = 0 -> w = 1, loss = -1.
-    """
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
-    if beta != 0.0 and logp_ref is None:
-        raise ValueError("beta != 0 needs logp_ref (log-probs under the reference policy)")
-    keep = mask.bool()  # (B, C)
-    weight = keep.to(logp_new.dtype)
-    adv = advantages.to(logp_new.dtype)
-    adv = adv.unsqueeze(1) if adv.dim() == 1 else adv  # (B, 1) or (B, C)
-
-    # Zero the log-ratio on padding before exp: padded log-probs may be -inf or garbage, and a NaN
-    # there would leak into the gradient even through a mask multiply.
-    log_ratio = torch.where(keep, logp_new - logp_old.detach(), torch.zeros_like(logp_new))  # (B, C)
-    ratio = torch.exp(log_ratio)
-    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
-    per_token = -torch.minimum(ratio * adv, clipped * adv)  # (B, C)
-    if is_weight is not None:
-        per_token = per_token * is_weight.detach()
-
-    kl = None
-    if logp_ref is not None:
-        delta = torch.where(keep, logp_ref.detach() - logp_new, torch.zeros_like(logp_new))  # (B, C)
-        kl = torch.exp(delta) - delta - 1.0
-        if beta != 0.0:
-            per_token = per_token + beta * kl
-    per_token = per_token * weight
-
-    batch, width = keep.shape
-    if aggregation == "token":
-        denom = num_tokens if num_tokens is not None else weight.sum().clamp(min=1.0)
-        loss = per_token.sum() / denom
-    elif aggregation == "sequence":
-        lengths = weight.sum(dim=1).clamp(min=1.0)  # (B,)
-        loss = (per_token.sum(dim=1) / lengths).sum() / (
-            num_sequences if num_sequences is not None else batch
-        )
-    else:  # dr_grpo
-        seqs = num_sequences if num_sequences is not None else batch
-        loss = per_token.sum() / (seqs * (max_len if max_len is not None else width))
-
-    with torch.no_grad():
-        n = weight.sum().clamp(min=1.0)
-        stats = {
-            "clip_low": (((ratio < 1.0 - eps_low) & (adv < 0)) & keep).sum() / n,
-            "clip_high": (((ratio > 1.0 + eps_high) & (adv > 0)) & keep).sum() / n,
-            "ratio": (ratio * weight).sum() / n,
-            "kl": (kl * weight).sum() / n if kl is not None else torch.zeros((), device=ratio.device),
-            "tokens": weight.sum(),
-        }
-    return loss, stats
 
 
 # --------------------------------------------------------------------------------------------------
@@ -594,15 +409,3 @@ def _to_cpu(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_to_cpu(v) for v in obj]
     return obj
-
-
-@contextlib.contextmanager
-def _seeded(seed: int | None, device: torch.device | None = None):
-    """Run a block under a fixed torch seed, restoring the caller's RNG state afterwards."""
-    if seed is None:
-        yield
-        return
-    devices = [device] if device is not None and device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
