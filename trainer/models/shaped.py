@@ -13,10 +13,7 @@ so every id decodes) and the model family's real chat template and special token
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig, PreTrainedTokenizerFast
 
-MARKER_NAME = "cohort_shaped_build.json"
+from trainer.models.tiny import build_atomically
+
 BUILD_VERSION = 1
 
 # Qwen2.5 instruct's chat template for plain conversations (its tool-calling branch left out):
@@ -104,22 +102,14 @@ def shape_config(shape: str, *, hidden_size: int | None = None, num_layers: int 
 def build_shaped_model(path: str | os.PathLike[str], shape: str, *, hidden_size: int | None = None,
                        num_layers: int | None = None, dtype: torch.dtype = torch.float32, seed: int = 0) -> Path:
     """Build (or reuse) a random model of `shape` and its full-vocabulary tokenizer in `path`."""
-    path = Path(path).expanduser()
     spec = shape_config(shape, hidden_size=hidden_size, num_layers=num_layers)
     params = {"build_version": BUILD_VERSION, "shape": shape, "spec": spec, "dtype": str(dtype), "seed": seed}
-    try:
-        if json.loads((path / MARKER_NAME).read_text()) == params:
-            return path
-    except (OSError, ValueError):
-        pass
-    tokens = SHAPES[shape]["tokens"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
-        tokenizer = full_vocabulary_tokenizer(spec["vocab_size"], tokens)
-        tokenizer.save_pretrained(tmp)
-        model_type = spec.pop("model_type")
-        config = AutoConfig.for_model(model_type, **spec, bos_token_id=tokenizer.bos_token_id,
+
+    def write(folder: Path) -> None:
+        tokenizer = full_vocabulary_tokenizer(spec["vocab_size"], SHAPES[shape]["tokens"])
+        tokenizer.save_pretrained(folder)
+        fields = {k: v for k, v in spec.items() if k != "model_type"}
+        config = AutoConfig.for_model(spec["model_type"], **fields, bos_token_id=tokenizer.bos_token_id,
                                       eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -127,14 +117,9 @@ def build_shaped_model(path: str | os.PathLike[str], shape: str, *, hidden_size:
         model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id,
                                                    eos_token_id=tokenizer.eos_token_id,
                                                    pad_token_id=tokenizer.pad_token_id)
-        model.save_pretrained(tmp)
-        (tmp / MARKER_NAME).write_text(json.dumps(params, indent=2, sort_keys=True))
-        if path.exists():
-            shutil.rmtree(path)
-        os.rename(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+        model.save_pretrained(folder)
+
+    return build_atomically(path, {"shaped": params}, write)
 
 
 def full_vocabulary_tokenizer(vocab_size: int, tokens: dict[str, Any]) -> PreTrainedTokenizerFast:

@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -110,20 +110,30 @@ def build_tiny_model(
         "seed": seed,
         "corpus_sha256": hashlib.sha256("\n".join(corpus_list).encode()).hexdigest(),
     }
+    if hidden_size % 16 != 0 and not _marker_matches(path, params):
+        raise ValueError(f"hidden_size must be a multiple of 16 (4 heads of even width), got {hidden_size}")
+
+    def write(folder: Path) -> None:
+        tokenizer = _train_tokenizer([*_BUILTIN_CORPUS, *corpus_list], vocab_size)
+        tokenizer.save_pretrained(folder)
+        _random_llama(tokenizer, hidden_size, num_layers, initializer_range, seed).save_pretrained(folder)
+
+    return build_atomically(path, params, write)
+
+
+def build_atomically(path: str | os.PathLike[str], params: dict, write: Callable[[Path], None]) -> Path:
+    """`write(folder)` into a temporary sibling of `path`, then a marker recording `params`, then a
+    rename into place; a folder whose marker matches `params` is reused as it is, one with other
+    parameters replaced, and a folder that is not a build is refused (never deleted)."""
+    path = Path(path).expanduser()
     if _marker_matches(path, params):
         return path
     if path.exists() and not (path / MARKER_NAME).exists() and (not path.is_dir() or any(path.iterdir())):
         raise FileExistsError(_foreign_message(path))
-    if hidden_size % 16 != 0:
-        raise ValueError(f"hidden_size must be a multiple of 16 (4 heads of even width), got {hidden_size}")
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
-        tokenizer = _train_tokenizer([*_BUILTIN_CORPUS, *corpus_list], vocab_size)
-        tokenizer.save_pretrained(tmp)
-        model = _random_llama(tokenizer, hidden_size, num_layers, initializer_range, seed)
-        model.save_pretrained(tmp)
+        write(tmp)
         # Written last: its presence means every other file is complete.
         (tmp / MARKER_NAME).write_text(json.dumps(params, indent=2, sort_keys=True))
         _move_into_place(tmp, path, params)
