@@ -62,6 +62,24 @@ def test_a_step_is_stored_with_rollouts_calls_and_groups(owner):
     assert (run.last_seq, run.current_step) == (1, 1)
 
 
+def test_a_call_keeps_the_chat_messages_its_prompt_was_rendered_from(owner):
+    from trainer.prompts import chat_messages
+
+    class ChatChain(LinearChain):
+        def process_prompt(self, state, agent):
+            return chat_messages(f"You are the {agent}.", super().process_prompt(state, agent))
+
+    program = ChatChain(("rewriter", "answerer"))
+    trajectories = fork_on_first(program, ["question 0"], group_size=2,
+                                 generate=lambda agent, prompts: [f"{agent} ok"] * len(prompts), example_ids=["q0"])
+    run = make_run(owner, state=Run.State.RUNNING)
+    step_events_ingest(run, [step_event(1, trajectories)])
+    call = ModuleCall.objects.filter(rollout__run=run, module="answerer").first()
+    assert call.messages == chat_messages("You are the answerer.", "answerer: question 0 | rewriter ok")
+    assert call.prompt == "You are the answerer.\n\nanswerer: question 0 | rewriter ok\n"  # no tokenizer: plain text
+    assert ModuleCall.objects.filter(rollout__run=run, messages__isnull=True).count() == 0
+
+
 def test_failed_rollouts_keep_their_partial_calls(owner):
     run = make_run(owner, state=Run.State.RUNNING)
     event = mhgpo_step_event(1, questions=3)
@@ -202,8 +220,8 @@ def stored_rows(run) -> dict[str, list[tuple]]:
             "final_output", "reward_components", "total_reward", "failed")),
         "calls": list(ModuleCall.objects.filter(rollout__run=run).order_by(
             "rollout__step", "rollout__index", "position").values_list(
-            "rollout__step", "rollout__index", "position", "module", "invocation_index", "prompt", "completion",
-            "parsed_ok", "specific_reward", "propagated_reward", "advantage")),
+            "rollout__step", "rollout__index", "position", "module", "invocation_index", "prompt", "messages",
+            "completion", "parsed_ok", "specific_reward", "propagated_reward", "advantage")),
         "groups": list(Group.objects.filter(run=run).order_by("step", "index").values_list(
             "attempt", "step", "index", "module", "invocation_index", "kind", "example_id", "size", "reward_mean",
             "reward_var", "similarity", "distinct_advantages", "distinct_reward_vectors")),
@@ -218,6 +236,8 @@ def test_the_bulk_create_writer_stores_the_same_rows_as_the_default_writer(owner
     # On PostgreSQL the default writer is COPY; SQLite's (bulk_create) runs on PostgreSQL too.
     events = [mhgpo_step_event(s, questions=3) for s in (1, 2)]
     events[0]["rollouts"][0]["final_output"] = None
+    events[0]["rollouts"][0]["calls"][0]["messages"] = [{"role": "system", "content": "Rewrite."},
+                                                        {"role": "user", "content": "question 0"}]
     default_run = make_run(owner, state=Run.State.RUNNING)
     step_events_ingest(default_run, events)
     monkeypatch.setattr(ingest, "_write", ingest._write_with_bulk_create)
