@@ -297,7 +297,7 @@ class PolicyUpdater:
                 trainer = sequence_logprobs(self.model, sample, temperature=cfg.temperature)
             mismatch.add(trainer, sample, corrected=False, cap=cfg.importance_sampling_cap)
             return
-        for k in scored if olds is not None else []:
+        for k in scored:  # olds exist here: the eval pass above covered the other case
             mismatch.add(olds[k], micro[k], corrected=self._importance_weight(micro[k], olds[k]) is not None,
                          cap=cfg.importance_sampling_cap)
 
