@@ -22,6 +22,7 @@ from trainer.advantages import conditioned_reward, gdpo_advantages, grpo_advanta
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TINY_MODEL, ConfigError, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
+from trainer.failures import call_rewards, raise_if_mostly_errors
 from trainer.gate import StepGate
 from trainer.grouping import ModuleGroup, assign_advantages, form_module_level_groups, group_reward_arrays
 from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
@@ -216,14 +217,14 @@ class Trainer:
         names = self._component_names()
         scored = []
         for traj in trajectories:
-            example = examples_by_id[traj.example_id]
-            if traj.failed or any(not call.parsed_ok for call in traj.calls):
-                scored.append(apply_format_failure(traj, self.config.format_failure_reward, names))
-                continue
-            for name in names:
-                value = self.reward_fns[name](example, traj.final_output, traj)
-                traj.rewards[name] = None if value is None else float(value)
-            scored.append(traj)
+            if not traj.failed and all(call.parsed_ok for call in traj.calls):
+                # A reward that raises (or returns no number) fails this trajectory, like a program error.
+                error = call_rewards(traj, examples_by_id[traj.example_id], self.reward_fns, names)
+                if error is None:
+                    scored.append(traj)
+                    continue
+                traj.failed, traj.error = True, error
+            scored.append(apply_format_failure(traj, self.config.format_failure_reward, names))
         matrix = self._reward_matrix(scored, names)  # (N, K), conditioned
         weights = np.asarray([self._spec(n).weight for n in names])
         for traj, row in zip(scored, matrix, strict=True):
@@ -300,6 +301,7 @@ class Trainer:
         examples = self.stream.next_batch(self.config.examples_per_step)
         by_id = {example_id(e, i): e for i, e in enumerate(examples)}
         trajectories = self._score(self._rollouts(examples, step), by_id)
+        raise_if_mostly_errors(trajectories, f"step {step}")  # a bug, not bad luck: fail the run
         sampled = time.perf_counter()
         groups, rewards, advantages = self._groups_and_advantages(trajectories, step)
         assign_advantages(groups, advantages)
@@ -318,6 +320,7 @@ class Trainer:
         metrics: dict[str, float] = {
             "reward/mean": float(np.mean(totals)) if totals else math.nan,
             "failure_rate": float(np.mean([t.failed for t in trajectories])) if trajectories else math.nan,
+            "error_rate": float(np.mean([t.error is not None for t in trajectories])) if trajectories else math.nan,
         }
         for name in self._component_names():
             values = [t.rewards.get(name) for t in trajectories if t.rewards.get(name) is not None]
@@ -355,6 +358,7 @@ class Trainer:
         trajectories = fork_on_first(self.program, examples, group_size=1,
                                      generate=self._generate_fn(10_000_000 + step), example_ids=ids)
         scored = self._score(trajectories, dict(zip(ids, examples, strict=True)))
+        raise_if_mostly_errors(scored, f"the evaluation after step {step}")
         out = {"eval/reward/mean": float(np.mean([t.reward for t in scored if t.reward is not None] or [math.nan]))}
         for name in self._component_names():
             values = [t.rewards.get(name) for t in scored if t.rewards.get(name) is not None]

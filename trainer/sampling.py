@@ -15,9 +15,13 @@ completions there, and continues each fork one-to-one. The strategies build on i
   their group (the calls before the fork) are pooled over the batch and regrouped into groups of G.
 
 All requests of one round go to ``generate`` together, one call per agent, across the forks and the
-questions of a batch. A completion that does not parse ends its branch there: the trajectory is kept up
-to and including that call and marked ``failed`` (MMGRPO 3.1; the reward stage then applies
-``apply_format_failure``).
+questions of a batch (the engine is ``trainer.rollout_engine``). A completion that does not parse ends
+its branch there: the trajectory is kept up to and including that call and marked ``failed`` (MMGRPO
+3.1; the reward stage then applies ``apply_format_failure``).
+
+A program method that raises fails the trajectory it was running in the same way, with the error in
+``Trajectory.error`` (``trainer.failures``); only that branch ends, so one bad fork sibling or example
+costs its own rollouts. To fail the whole run instead, a program raises ``RunAbort`` (re-exported here).
 
 Group identifiers (MHGPO's m_k,i) are ``"<example>/fork:<agent>/<module>#<invocation>"``: the G calls
 of one agent at one invocation index across the forks of a question share a group (homogeneous at the
@@ -28,19 +32,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from trainer.failures import RunAbort
 from trainer.grouping import GroupMember, ModuleGroup
-from trainer.prompts import raw_text
+from trainer.rollout_engine import _jobs, _run_jobs
 from trainer.trajectory import ModuleCall, Trajectory, unique_calls
 
 __all__ = [
     "AgentProgram",
     "Generate",
     "LinearChain",
+    "RunAbort",
     "StepResult",
     "apply_specific_rewards",
     "entry_agent",
@@ -168,158 +174,15 @@ def entry_agent(program: AgentProgram, example: Any) -> str:
     return program.next_agent(program.start(example))
 
 
-# ---------------------------------------------------------------------------------------------------
-# The rollout engine behind fork_on
-
-
-@dataclass
-class _Job:
-    example: Any
-    example_id: str
-    fork_agent: str | None
-    group_size: int
-    prefix: str
-    next_call: int = 0
-
-    def call_id(self) -> str:
-        self.next_call += 1
-        return f"{self.prefix}/c{self.next_call - 1}"
-
-
-@dataclass
-class _Branch:
-    job: _Job
-    fork_index: int
-    state: Any
-    calls: list[ModuleCall] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    forked: bool = False
-    failed: bool = False
-
-    @property
-    def trajectory_id(self) -> str:
-        return f"{self.job.prefix}/t{self.fork_index}"
-
-
-def _finish(program: AgentProgram, branch: _Branch) -> Trajectory:
-    job = branch.job
-    return Trajectory(
-        example_id=job.example_id,
-        calls=list(branch.calls),
-        final_output=None if branch.failed else program.final_output(branch.state),
-        failed=branch.failed,
-        fork_point=job.fork_agent if branch.forked else None,
-        group_id=job.prefix,
-        trajectory_id=branch.trajectory_id,
-        parent_id=f"{job.prefix}/t0" if branch.fork_index > 0 else None,
-    )
-
-
-def _run_jobs(
-    program: AgentProgram, jobs: Sequence[_Job], generate: Generate, *, max_calls: int
-) -> list[list[Trajectory]]:
-    """Run every job's fork_on together, one ``generate`` call per agent per round."""
-    done: list[list[tuple[int, Trajectory]]] = [[] for _ in jobs]
-    job_index = {id(job): i for i, job in enumerate(jobs)}
-    active = [_Branch(job, 0, program.start(job.example)) for job in jobs]
-    while active:
-        requests: list[tuple[_Branch, str, str, int]] = []
-        for branch in active:
-            if not program.has_next(branch.state):
-                done[job_index[id(branch.job)]].append((branch.fork_index, _finish(program, branch)))
-                continue
-            if len(branch.calls) >= max_calls:
-                raise RuntimeError(
-                    f"example {branch.job.example_id!r} made {max_calls} calls without finishing; "
-                    "raise max_calls or check the program's has_next"
-                )
-            agent = program.next_agent(branch.state)
-            prompt = program.process_prompt(branch.state, agent)
-            # Algorithm 2: one-to-one everywhere except the first time the fork agent is reached.
-            copies = branch.job.group_size if (not branch.forked and agent == branch.job.fork_agent) else 1
-            requests.append((branch, agent, prompt, copies))
-        completions = _generate_by_agent(generate, requests)
-        active = []
-        for (branch, agent, prompt, _), outs in zip(requests, completions, strict=True):
-            is_fork = not branch.forked and agent == branch.job.fork_agent
-            for f, completion in enumerate(outs):
-                child = _extend(program, branch, agent, prompt, completion, is_fork, f)
-                if child.failed:
-                    done[job_index[id(child.job)]].append((child.fork_index, _finish(program, child)))
-                else:
-                    active.append(child)
-    return [[traj for _, traj in sorted(items, key=lambda item: item[0])] for items in done]
-
-
-def _generate_by_agent(
-    generate: Generate, requests: Sequence[tuple[_Branch, str, str, int]]
-) -> list[list[str]]:
-    by_agent: dict[str, list[int]] = {}
-    for i, (_, agent, _, _) in enumerate(requests):
-        by_agent.setdefault(agent, []).append(i)
-    out: list[list[str]] = [[] for _ in requests]
-    for agent, indices in by_agent.items():
-        prompts = [requests[i][2] for i in indices for _ in range(requests[i][3])]
-        completions = list(generate(agent, prompts))
-        if len(completions) != len(prompts):
-            raise ValueError(f"generate returned {len(completions)} completions for {len(prompts)} prompts")
-        pos = 0
-        for i in indices:
-            out[i] = completions[pos : pos + requests[i][3]]
-            pos += requests[i][3]
-    return out
-
-
-def _extend(
-    program: AgentProgram, branch: _Branch, agent: str, prompt: Any, completion: str, is_fork: bool, f: int
-) -> _Branch:
-    job = branch.job
-    index = branch.counts.get(agent, 0)
-    result = program.step(branch.state, agent, completion)
-    # A RenderedPrompt is the text the model saw, carrying its messages; a bare message list (no
-    # tokenizer in sight, e.g. a scripted LM in a test) is kept as plain text and its messages.
-    text, messages = (prompt, getattr(prompt, "messages", None)) if isinstance(prompt, str) else (raw_text(prompt), prompt)
-    call = ModuleCall(
-        module=agent,
-        invocation_index=index,
-        prompt=text,
-        completion=completion,
-        parsed_ok=bool(result.parsed_ok),
-        messages=[dict(m) for m in messages] if messages is not None else None,
-        parsed=result.parsed,
-        call_id=job.call_id(),
-        parent_id=branch.calls[-1].call_id if branch.calls else None,
-        group_id=f"{job.prefix}/{agent}#{index}",
-    )
-    # Fork f > 0 is a new trajectory sharing the prefix calls (the same objects) with fork 0.
-    return _Branch(
-        job=job,
-        fork_index=f if is_fork else branch.fork_index,
-        state=result.state,
-        calls=[*branch.calls, call],
-        counts={**branch.counts, agent: index + 1},
-        forked=branch.forked or is_fork,
-        failed=not result.parsed_ok,
-    )
-
-
-def _jobs(
-    examples: Sequence[Any], example_ids: Sequence[str] | None, fork_agents: Sequence[str | None], group_size: int
-) -> list[_Job]:
-    if group_size < 1:
-        raise ValueError(f"group_size must be at least 1, got {group_size}")
-    ids = [str(i) for i in range(len(examples))] if example_ids is None else [str(e) for e in example_ids]
-    if len(ids) != len(examples):
-        raise ValueError(f"{len(ids)} example_ids for {len(examples)} examples")
-    jobs, seen = [], {}
-    for example, example_id, agent in zip(examples, ids, fork_agents, strict=True):
-        prefix = f"{example_id}/fork:{agent}"
-        # The same example twice in a batch (a padded epoch) must not share ids.
-        seen[prefix] = seen.get(prefix, 0) + 1
-        if seen[prefix] > 1:
-            prefix = f"{prefix}@{seen[prefix] - 1}"
-        jobs.append(_Job(example, example_id, agent, group_size, prefix))
-    return jobs
+def _entry_agent_or_none(program: AgentProgram, example: Any) -> str | None:
+    """``entry_agent``, or None when the program raises there: the engine starts the example again
+    and records that error on its trajectory. ``RunAbort`` propagates."""
+    try:
+        return entry_agent(program, example)
+    except RunAbort:
+        raise
+    except Exception:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -381,7 +244,7 @@ def fork_on_first(
         [('0/fork:rewriter/rewriter#0', 4, 'homogeneous'), ('0/fork:rewriter/reranker#0', 4, 'heterogeneous'),
          ('0/fork:rewriter/answerer#0', 4, 'heterogeneous')]
     """
-    agents = [entry_agent(program, example) for example in examples]
+    agents = [_entry_agent_or_none(program, example) for example in examples]
     jobs = _jobs(examples, example_ids, agents, group_size)
     return [t for trajs in _run_jobs(program, jobs, generate, max_calls=max_calls) for t in trajs]
 

@@ -29,7 +29,8 @@ __all__ = ["ModuleCall", "Trajectory", "apply_format_failure", "jsonable", "uniq
 
 def jsonable(value: Any) -> Any:
     """Turn ``value`` into plain JSON data: NaN/inf floats become ``None``, tuples and sets become
-    lists, dataclasses become dicts, anything else unknown becomes its ``str``.
+    lists, dataclasses and mapping-like objects (a ``dspy.Prediction``) become dicts, anything else
+    unknown becomes its ``str``.
 
     Example: ``jsonable({"a": (1, float("nan")), "b": {2}}) == {"a": [1, None], "b": [2]}``.
     """
@@ -41,6 +42,8 @@ def jsonable(value: Any) -> Any:
         return jsonable(value.item())  # numpy scalar
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
+    if callable(getattr(value, "keys", None)) and hasattr(value, "__getitem__"):
+        return {str(k): jsonable(value[k]) for k in value.keys()}  # mapping-like, e.g. a dspy.Prediction
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if hasattr(value, "to_dict"):
             return value.to_dict()
@@ -141,7 +144,7 @@ class Trajectory:
     (weighted sum) or a format failure set it; ``reward`` falls back to the plain sum of the known
     components. Sampling info: ``teacher`` (MMGRPO teacher program), ``fork_point`` (MHGPO fork agent),
     ``group_id`` (the rollout group it was sampled in), ``parent_id`` (the trajectory it was forked
-    from).
+    from). ``failed`` with an ``error``: the program or a reward raised (``trainer.failures``).
 
     Example::
 
@@ -163,6 +166,10 @@ class Trajectory:
     parent_id: str | None = None
     trajectory_id: str = ""
     total_reward: float | None = None
+    error: str | None = None
+    """What the program's or a reward's code raised in this rollout (``trainer.failures.describe_error``:
+    ``"Type: message"``, where, a short traceback tail); such a trajectory is also ``failed``. ``None``
+    for a rollout that ran through or only failed to parse."""
 
     @property
     def reward(self) -> float | None:
@@ -196,6 +203,7 @@ class Trajectory:
             "teacher": self.teacher,
             "fork_point": self.fork_point,
             "group_id": self.group_id,
+            "error": self.error,
         }
 
     @classmethod
@@ -226,6 +234,9 @@ def apply_format_failure(
     without a failed call is returned unchanged. Returns a new ``Trajectory`` (the call objects are
     shared, not copied).
 
+    A trajectory already ``failed`` without a failed call (its program or a reward raised; ``error``
+    says what) gets the same fallback rewards and keeps all its calls and its final output.
+
     Example::
 
         >>> calls = [ModuleCall("rewriter", 0, "q", "ok", True), ModuleCall("reranker", 0, "q2", "??", False),
@@ -235,7 +246,7 @@ def apply_format_failure(
         (['rewriter', 'reranker'], True, -1.0, {'f1': -1.0})
     """
     cut = next((i for i, c in enumerate(trajectory.calls) if not c.parsed_ok), None)
-    if cut is None:
+    if cut is None and not trajectory.failed:
         return trajectory
     names = list(reward_names) if reward_names is not None else list(trajectory.rewards)
     rewards = dict(trajectory.rewards)
@@ -249,10 +260,10 @@ def apply_format_failure(
         total = float(failure_reward)
     return dataclasses.replace(
         trajectory,
-        calls=list(trajectory.calls[: cut + 1]),
+        calls=list(trajectory.calls if cut is None else trajectory.calls[: cut + 1]),
         rewards=rewards,
         failed=True,
-        final_output=None,
+        final_output=trajectory.final_output if cut is None else None,
         total_reward=total,
     )
 

@@ -5,6 +5,7 @@ import pytest
 
 from tests.webapp.runs.seeding import (
     collapse_step_event,
+    error_step_event,
     hover_step_event,
     ingest,
     make_run,
@@ -112,6 +113,29 @@ def test_mhgpo_fork_tree(page, screenshot, asgi_server, make_user):
     assert page.locator("#forks a.group-link.homogeneous").count() == 4
     assert page.locator("#forks a.group-link.heterogeneous").count() >= 4
     screenshot("inspector-mhgpo-fork-tree")
+
+
+def test_a_rollout_that_raised_shows_its_error(page, screenshot, asgi_server, make_user):
+    owner = make_user("alice", password=PASSWORD)
+    run = make_run(owner, config={"strategy": "mhgpo", "sampling": "fof"})
+    ingest(run, [error_step_event(1)])  # the program's step raised in rollout #1 of q0
+    log_in(page, asgi_server, "alice")
+    page.goto(f"{asgi_server}/runs/{run.pk}/steps/1/")
+    assert page.inner_text("#examples tbody tr:has-text('q0') td.raised") == "1"
+    page.click("text=q0")
+    page.wait_for_selector("#traj-grid")
+    box = page.locator("#rollout-errors .error-box")
+    assert box.count() == 1 and box.is_visible()
+    assert box.locator(".error-headline").inner_text() == "ZeroDivisionError: division by zero"
+    assert "in program step of module 'reranker'" in box.locator("pre.error-details").inner_text()
+    # The rollout's row says it raised; its badge leads to the box.
+    row = page.locator("#traj-grid tr.rollout[data-index='1']")
+    assert row.get_attribute("data-error") == "1" and row.locator("td.parse-bad").count() == 1
+    row.locator("a.raised").click()
+    page.wait_for_url("**#error-1")
+    page.select_option("#filter-failure", "failed")
+    assert page.get_attribute("#traj-grid", "data-shown") == "1"
+    screenshot("inspector-rollout-error")
 
 
 def test_run_page_heatmap_and_click_to_step(page, screenshot, asgi_server, make_user):

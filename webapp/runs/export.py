@@ -50,7 +50,7 @@ def _drain(buffer: io.StringIO) -> str:
 CALL_FIELDS = ("rollout_id", "position", "module", "invocation_index", "prompt", "completion", "parsed_ok",
                "specific_reward", "propagated_reward", "advantage")
 ROLLOUT_FIELDS = ("id", "attempt", "step", "index", "example_id", "parent_id", "teacher", "fork_point", "sampling",
-                  "final_output", "reward_components", "total_reward", "failed")
+                  "final_output", "reward_components", "total_reward", "failed", "error")
 
 
 def rollouts_jsonl(run: Run) -> Iterator[str]:

@@ -26,6 +26,7 @@ from django.db import connection, models, transaction
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 
 BATCH_SIZE = 2000
+MAX_ERROR_CHARS = 10_000  # the trainer sends at most 2,000 (trainer.failures.describe_error)
 
 
 def _finite(value: Any) -> float | None:
@@ -131,6 +132,7 @@ class StepRows:
                 "final_output": _without_nul(t.get("final_output")),
                 "reward_components": _without_nul(t.get("rewards") or {}),
                 "total_reward": _finite(t.get("reward")), "failed": bool(t.get("failed")),
+                "error": _without_nul(str(t.get("error") or ""))[:MAX_ERROR_CHARS],
             })
             self.rollout_parents.append(position_of.get(t.get("parent_id")) if t.get("parent_id") else None)
             for position, c in enumerate(t.get("calls", [])):

@@ -35,9 +35,11 @@ def step_attempt(run: Run, step: int, attempt: int | None = None) -> tuple[int, 
 
 
 def step_examples(run: Run, attempt: int, step: int, *, offset: int, limit: int) -> tuple[list[dict], int]:
-    """Per example of the step: rollouts, failures, reward mean/min/max (a page of them) and the total."""
+    """Per example of the step: rollouts, failures (and how many of them raised), reward mean/min/max (a
+    page of them) and the total."""
     rows = (Rollout.objects.filter(run=run, attempt=attempt, step=step).values("example_id")
-            .annotate(rollouts=Count("id"), failures=Count("id", filter=Q(failed=True)), mean=Avg("total_reward"),
+            .annotate(rollouts=Count("id"), failures=Count("id", filter=Q(failed=True)),
+                      errors=Count("id", filter=~Q(error="")), mean=Avg("total_reward"),
                       low=Min("total_reward"), high=Max("total_reward"))
             .order_by("example_id"))
     page = list(rows[offset:offset + limit])
@@ -81,6 +83,22 @@ class Cell:
         return self.call is None
 
 
+def error_parts(error: str) -> tuple[str, str]:
+    """(headline, details) of a stored ``Rollout.error`` (``trainer.failures.describe_error``): the
+    ``"Type: message"`` the inspector shows large, and where it happened with the traceback tail."""
+    headline, sep, rest = error.partition("\n  in ")
+    return headline.strip(), (f"in {rest}" if sep else "").strip()
+
+
+@dataclass
+class RolloutError:
+    """What a rollout's program or reward code raised, as the inspector shows it."""
+
+    index: int
+    headline: str
+    details: str
+
+
 @dataclass
 class Row:
     rollout: Rollout
@@ -89,6 +107,10 @@ class Row:
     @property
     def calls(self) -> int:
         return sum(1 for c in self.cells if c.call is not None)
+
+    @property
+    def error_headline(self) -> str:
+        return error_parts(self.rollout.error)[0] if self.rollout.error else ""
 
 
 @dataclass
@@ -101,6 +123,7 @@ class Grid:
     rows: list[Row]
     reward_names: list[str]
     trees: list[ForkTree]
+    errors: list[RolloutError] = field(default_factory=list)  # rollouts whose program or reward raised
 
 
 def slot_label(slot: Slot) -> str:
@@ -195,7 +218,9 @@ def trajectory_grid(run: Run, step: int, example_id: str, *, attempt: int | None
 
     names = list(dict.fromkeys(name for r in rollouts for name in (r.reward_components or {})))
     rows = [Row(r, cells[r.pk]) for r in rollouts]
-    return Grid(attempt, step, example_id, slots, distinct, rows, names, fork_trees(rollouts, by_rollout, cells, slots))
+    errors = [RolloutError(r.index, *error_parts(r.error)) for r in rollouts if r.error]
+    return Grid(attempt, step, example_id, slots, distinct, rows, names, fork_trees(rollouts, by_rollout, cells, slots),
+                errors)
 
 
 # --- MHGPO fork trees ----------------------------------------------------------------------------

@@ -205,7 +205,10 @@ class Rollout(models.Model):
     final_output = models.JSONField(null=True, blank=True)
     reward_components = models.JSONField(default=dict)
     total_reward = models.FloatField(null=True, blank=True)
-    failed = models.BooleanField(default=False, help_text="A module's output failed to parse.")
+    failed = models.BooleanField(
+        default=False, help_text="A module's output failed to parse, or the program or a reward raised (see error).")
+    error = models.TextField(
+        blank=True, help_text="What the program's or a reward's code raised: type, message, where, traceback tail.")
 
     class Meta:
         ordering = ["run", "attempt", "step", "index"]

@@ -8,6 +8,8 @@ advantage and metric code, and stored through the real ingest service.
   GRPO on the sum gives (1,0) and (0,1) the same advantage, GDPO does not (GDPO paper, Section 2).
 - `mhgpo_step_event`: Fork-on-First on a rewriter -> reranker -> answerer chain (MHGPO Algorithm 3),
   rewards propagated backward, agent-specific penalties, homogeneous and heterogeneous groups.
+- `error_step_event`: the same, but the program's `step` raises for one fork of the first question
+  (`Trajectory.error`, trainer/failures.py): that branch ends with the format-failure reward.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from trainer.grouping import assign_advantages, form_module_level_groups, group_
 from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
 from trainer.sampling import (
     LinearChain,
+    StepResult,
     apply_specific_rewards,
     fork_on_first,
     mhgpo_groups,
@@ -115,6 +118,32 @@ def mhgpo_step_event(step: int, *, questions: int = 2, group_size: int = 3, atte
     trajectories = fork_on_first(program, [f"question {q} " + "context " * 20 for q in range(questions)],
                                  group_size=group_size, generate=generate,
                                  example_ids=[f"q{q}" for q in range(questions)])
+    return _mhgpo(step, trajectories, attempt=attempt)
+
+
+class CrashingChain(LinearChain):
+    """A chain whose `step` raises ZeroDivisionError on a completion that holds CRASH."""
+
+    def step(self, state, agent, completion):
+        if "CRASH" in completion:
+            return StepResult(state, True, len(completion) / 0)
+        return super().step(state, agent, completion)
+
+
+def error_step_event(step: int = 1, *, questions: int = 2, group_size: int = 3) -> dict:
+    """FoF on `CrashingChain`: the reranker's step raises for fork 1 of q0 (its rollout index 1)."""
+
+    def generate(agent, prompts):
+        return ["CRASH" if agent == "reranker" and p.startswith("reranker: question 0") and i == 1 else f"{agent} says {i}"
+                for i, p in enumerate(prompts)]
+
+    trajectories = fork_on_first(CrashingChain(("rewriter", "reranker", "answerer")),
+                                 [f"question {q}" for q in range(questions)], group_size=group_size, generate=generate,
+                                 example_ids=[f"q{q}" for q in range(questions)])
+    return _mhgpo(step, trajectories)
+
+
+def _mhgpo(step: int, trajectories, *, attempt: int = 1) -> dict:
     for i, t in enumerate(trajectories):
         t.rewards = {"f1": None if t.failed else (i % 3) / 2}
         t.total_reward = -1.0 if t.failed else (i % 3) / 2

@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.webapp.runs.factories import make_run
+from tests.webapp.runs.seeding import error_step_event
 from trainer.advantages import grpo_advantages
 from trainer.grouping import assign_advantages, group_reward_arrays
 from trainer.sampling import LinearChain, fork_on, fork_on_first, mhgpo_groups, propagate_rewards
@@ -211,13 +212,35 @@ def test_a_group_naming_an_unknown_call_stores_nothing(owner):
     assert run.last_seq == 0
 
 
+def test_a_rollouts_error_is_stored_with_it(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = error_step_event(1)
+    (raised,) = [t for t in event["rollouts"] if t["error"]]
+    step_events_ingest(run, [event])
+    stored = Rollout.objects.get(run=run, error__startswith="ZeroDivisionError")
+    assert stored.error == raised["error"] and "in program step of module 'reranker'" in stored.error
+    assert stored.failed and stored.index == 1 and stored.example_id == "q0"
+    assert [(c.module, c.parsed_ok) for c in stored.calls.order_by("position")] == [("rewriter", True),
+                                                                                   ("reranker", False)]
+    assert Rollout.objects.filter(run=run, error="").count() == len(event["rollouts"]) - 1
+
+
+def test_an_error_is_clipped_and_cleaned_for_the_database(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = error_step_event(1)
+    event["rollouts"][1]["error"] = "ValueError: \x00" + "x" * 20_000
+    step_events_ingest(run, [event])
+    stored = Rollout.objects.get(run=run, index=1, example_id="q0").error
+    assert stored.startswith("ValueError: \ufffdxxx") and len(stored) == ingest.MAX_ERROR_CHARS
+
+
 def stored_rows(run) -> dict[str, list[tuple]]:
     """Everything stored for a run, ids replaced by positions, to compare two runs."""
     return {
         "metrics": list(StepMetric.objects.filter(run=run).values_list("attempt", "step", "seq", "metrics")),
         "rollouts": list(Rollout.objects.filter(run=run).order_by("step", "index").values_list(
             "attempt", "step", "index", "example_id", "parent__index", "teacher", "fork_point", "sampling",
-            "final_output", "reward_components", "total_reward", "failed")),
+            "final_output", "reward_components", "total_reward", "failed", "error")),
         "calls": list(ModuleCall.objects.filter(rollout__run=run).order_by(
             "rollout__step", "rollout__index", "position").values_list(
             "rollout__step", "rollout__index", "position", "module", "invocation_index", "prompt", "messages",
@@ -238,6 +261,7 @@ def test_the_bulk_create_writer_stores_the_same_rows_as_the_default_writer(owner
     events[0]["rollouts"][0]["final_output"] = None
     events[0]["rollouts"][0]["calls"][0]["messages"] = [{"role": "system", "content": "Rewrite."},
                                                         {"role": "user", "content": "question 0"}]
+    events[1] = error_step_event(2)  # a rollout whose program raised, with its error
     default_run = make_run(owner, state=Run.State.RUNNING)
     step_events_ingest(default_run, events)
     monkeypatch.setattr(ingest, "_write", ingest._write_with_bulk_create)

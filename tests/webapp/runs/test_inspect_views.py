@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from tests.webapp.runs.seeding import (
     collapse_step_event,
+    error_step_event,
     hover_step_event,
     ingest,
     make_run,
@@ -195,6 +196,40 @@ def test_mhgpo_inspector_shows_fork_trees(client, owner):
     client.force_login(owner)
     html = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q0"}).content.decode()
     assert 'id="forks"' in html and "fork at <strong>rewriter</strong> × 3" in html
+
+
+def test_trajectory_inspector_shows_the_error_a_rollout_raised(client, owner):
+    run = make_run(owner, config={"strategy": "mhgpo", "sampling": "fof"})
+    ingest(run, [error_step_event(1)])
+    grid = trajectory_grid(run, 1, "q0")
+    (error,) = grid.errors
+    assert (error.index, error.headline) == (1, "ZeroDivisionError: division by zero")
+    assert error.details.startswith("in program step of module 'reranker'\nTraceback (most recent call last")
+    assert "len(completion) / 0" in error.details
+    assert [row.error_headline for row in grid.rows] == ["", "ZeroDivisionError: division by zero", ""]
+    client.force_login(owner)
+    html = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q0"}).content.decode()
+    box = html[html.index('id="rollout-errors"'):html.index('id="grid-controls"')]
+    assert "1 rollout raised" in box and box.count('class="error-box"') == 1
+    assert 'id="error-1"' in box and '<span class="error-headline">ZeroDivisionError: division by zero</span>' in box
+    assert "in program step of module &#x27;reranker&#x27;" in box  # escaped, as everything user-supplied
+    # The rollout's row (and its fork branch) says it raised and links to the box.
+    row = re.search(r'<tr class="rollout failed" data-error="1" data-index="1".*?</tr>', html, re.S).group(0)
+    assert 'href="#error-1"' in row and ">raised</a>" in row and 'title="ZeroDivisionError: division by zero"' in row
+    assert html.count('data-error="1"') == 1 and html.count('href="#error-1"') == 2
+    # An example whose rollouts all ran through has no error section.
+    other = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q1"}).content.decode()
+    assert 'id="rollout-errors"' not in other and "error-box" not in other
+
+
+def test_step_page_counts_the_rollouts_that_raised(client, owner):
+    run = make_run(owner, config={"strategy": "mhgpo", "sampling": "fof"})
+    ingest(run, [error_step_event(1)])
+    client.force_login(owner)
+    response = client.get(reverse("runs:step", args=[run.pk, 1]))
+    assert {e["example_id"]: (e["failures"], e["errors"]) for e in response.context["examples"]} == {
+        "q0": (1, 1), "q1": (0, 0)}
+    assert '<td class="raised">1</td>' in response.content.decode()
 
 
 def test_step_events_carry_group_stats_into_the_database(owner):
