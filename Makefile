@@ -4,29 +4,45 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.cohort-installed
 
-.PHONY: run test install browser lint flake-hunt
+.PHONY: run test install test-plugins browser lint flake-hunt
 
 run: install
 	$(PY) -m webapp.stack up
 
-test: install browser
+test: install test-plugins browser
 	$(PY) -m webapp.stack test $(ARGS)
 
 # Repeat the integration and browser tests N times (HOG busy processes beside them) to catch a
 # test that depends on the machine's speed: make flake-hunt N=10 HOG=2 [ARGS="-- -k resilience"]
 N ?= 10
 HOG ?= 0
-flake-hunt: install browser
+flake-hunt: install test-plugins browser
 	$(PY) -m tests.flake_hunt --runs $(N) --hog $(HOG) $(ARGS)
 
 install: $(STAMP)
 
 # torch first, pinned, so a CPU machine takes the CPU build and nothing pulls CUDA wheels.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/cohort-hotpot/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev]'
+	$(PY) -m pip install --quiet -e '.[train,dev,dspy]'
+	$(PY) -m pip install --quiet -e ./examples/cohort-hotpot   # the example plugin (README: "Train your own program")
+	touch $@
+
+# The test plugins (tests/plugins/README.md) go into build/test-plugins, never into the virtualenv,
+# so `make run` does not list them; `webapp.stack test` puts that folder on PYTHONPATH. Reinstalled
+# whenever a source file there changes (setuptools leaves build/ and *.egg-info beside them).
+TEST_PLUGINS := build/test-plugins
+TEST_PLUGIN_SOURCES := $(shell find tests/plugins -type f \( -name '*.py' -o -name '*.toml' \) \
+	-not -path '*/build/*' -not -path '*.egg-info/*' 2>/dev/null)
+
+test-plugins: $(TEST_PLUGINS)/.installed
+
+$(TEST_PLUGINS)/.installed: $(STAMP) $(TEST_PLUGIN_SOURCES)
+	rm -rf $(TEST_PLUGINS) tests/plugins/*/build
+	isolation=$$($(PY) -c 'import setuptools' 2>/dev/null && echo --no-build-isolation); \
+	$(PY) -m pip install --quiet --no-deps $$isolation --target $(TEST_PLUGINS) tests/plugins/*/
 	touch $@
 
 # Browser tests drive Debian's Chromium through Playwright (no browser download).

@@ -27,6 +27,31 @@ from webapp.processes import die_with_parent, stop_process_group
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+TEST_PLUGINS_DIR = ROOT / "build" / "test-plugins"
+
+
+def _use_test_plugins() -> None:
+    """`webapp.stack test` puts the test plugins (tests/plugins) on PYTHONPATH; a plain `pytest` run
+    gets them here, for itself and for the workers and trainers it starts. The registries load
+    plugins lazily, on first use, which is after this runs."""
+    if not TEST_PLUGINS_DIR.is_dir() or str(TEST_PLUGINS_DIR) in sys.path:
+        return
+    sys.path.insert(0, str(TEST_PLUGINS_DIR))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TEST_PLUGINS_DIR), os.environ.get("PYTHONPATH")]))
+
+
+_use_test_plugins()
+
+
+@pytest.fixture(scope="session")
+def test_plugins() -> Path:
+    """The installed test plugins (tests/plugins/README.md); a clear failure when they are missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("cohort_demo_plugin") is None:
+        pytest.fail(f"the test plugins are not installed in {TEST_PLUGINS_DIR}: run `make test-plugins` "
+                    "(`make test` does it)")
+    return TEST_PLUGINS_DIR
 
 
 @pytest.fixture

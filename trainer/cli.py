@@ -3,11 +3,16 @@
     python -m trainer train --config run.toml [--run-dir runs/my-run] [--resume]
     python -m trainer presets
     python -m trainer programs
+    python -m trainer rewards
 
 A run folder holds `events.jsonl` (one JSON line per status change and per step: metrics,
 rollouts, groups), `config.json` and `checkpoints/`. `--resume` continues from the newest complete
 checkpoint as attempt n+1. Creating the file `STOP` in the run folder stops the run at the next
 step boundary.
+
+`programs` and `rewards` list the built-ins and those of installed plugins (entry points
+`cohort.programs` / `cohort.rewards`) with their distribution, then the plugin entries that are
+unavailable (a broken import, a clashing name) with their error.
 """
 
 from __future__ import annotations
@@ -52,7 +57,14 @@ def train(args: argparse.Namespace) -> int:
     attempt = args.attempt or next_attempt(run_dir / "events.jsonl")
     reporter = JsonlReporter(run_dir / "events.jsonl", stop_file=run_dir / STOP_FILE,
                              progress_total=None if args.quiet else config.steps)
-    trainer = Trainer(config, run_dir, reporter, attempt=attempt)
+    try:
+        trainer = Trainer(config, run_dir, reporter, attempt=attempt)
+    except ValueError as exc:
+        # Nothing trained yet: an unknown or unavailable program (a plugin's import error), missing
+        # data. The log's failed status carries the message to whoever watches the run.
+        reporter.status("failed", attempt=attempt, step=0, error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     state = trainer.run(resume=args.resume)
     print(f"{state}: {trainer.step}/{config.steps} steps; events in {run_dir / 'events.jsonl'}")
     return 0 if state in ("succeeded", "cancelled") else 1
@@ -68,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p_train.add_argument("--quiet", action="store_true", help="no progress bar")
     p_train.add_argument("--attempt", type=int, help="attempt number (default: one more than the log's last)")
     sub.add_parser("presets", help="list the paper presets")
-    sub.add_parser("programs", help="list the registered LM programs")
+    sub.add_parser("programs", help="list the LM programs, built-in and from plugins")
+    sub.add_parser("rewards", help="list the reward functions, built-in and from plugins")
     args = parser.parse_args(argv)
     if args.command == "train":
         return train(args)
@@ -76,8 +89,33 @@ def main(argv: list[str] | None = None) -> int:
         for name, title in preset_titles().items():
             print(f"{name:14s} {title}")
         return 0
-    from trainer.programs import list_programs
+    if args.command == "programs":
+        return list_programs_command()
+    return list_rewards_command()
+
+
+def _print_unavailable(entries) -> None:
+    if entries:
+        print("\nunavailable plugins:")
+    for entry in entries:
+        print(f"  {entry.name:20s} {entry.error}")
+
+
+def list_programs_command() -> int:
+    from trainer.programs import list_programs, unavailable_programs
 
     for info in list_programs():
-        print(f"{info['name']:12s} {' -> '.join(info['agents'])}  ({info['title']})")
+        print(f"{info['name']:14s} {' -> '.join(info['agents'])}  ({info['title']})  [{info['distribution']}]")
+    _print_unavailable(unavailable_programs())
+    return 0
+
+
+def list_rewards_command() -> int:
+    from trainer.rewards import list_rewards, unavailable_rewards
+
+    for info in list_rewards():
+        low, high = info["value_range"]
+        params = ", ".join(f"{k}={v!r}" for k, v in info["params"].items() if not callable(v))
+        print(f"{info['name']:24s} [{low:g}, {high:g}]  ({params})  [{info['distribution']}]")
+    _print_unavailable(unavailable_rewards())
     return 0

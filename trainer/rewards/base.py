@@ -14,6 +14,25 @@ it is a wrong answer and gets the reward's lowest value, so the policy is pushed
 
 Every reward class declares ``name`` and ``value_range`` (min, max) so the UI can show them; a reward
 whose range depends on its parameters overrides ``value_range`` on the instance.
+
+Rewards from other packages (entry point group ``cohort.rewards``, registry name = entry point
+name) come in two shapes:
+
+- a ``Reward`` subclass, as the built-ins: a frozen dataclass whose fields (each with a default)
+  are its parameters;
+- a plain callable ``reward(example, output, trajectory) -> float | None`` (``None``: not
+  applicable), optionally with keyword-only parameters that have defaults; those become the
+  reward's parameters, which a task sets and ``reward_defaults`` lists. A ``value_range``
+  attribute on the function gives its range (default ``(0, 1)``). For example::
+
+      def within_limit(example, output, trajectory, *, limit: int = 20) -> float | None:
+          return float(len(str(output)) <= limit)
+
+      within_limit.value_range = (0.0, 1.0)
+
+  The registry wraps it in a generated ``CallableReward`` subclass: ``get_reward(name, limit=5)``
+  checks the parameter names like a built-in's and returns an object with ``.name``, ``.params``
+  and ``.value_range`` that calls the function with those parameters.
 """
 
 from __future__ import annotations
@@ -24,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
+    "CallableReward",
     "Reward",
     "RewardFn",
     "calls_of",
@@ -110,3 +130,16 @@ class Reward:
     def _set_range(self, low: float, high: float) -> None:
         # Frozen dataclass: instances whose range depends on parameters shadow the class default.
         object.__setattr__(self, "value_range", (float(low), float(high)))
+
+
+@dataclass(frozen=True)
+class CallableReward(Reward):
+    """A plain reward callable as a ``Reward``: the registry generates one subclass per callable,
+    with the callable's keyword-only parameters as dataclass fields and the callable as
+    ``function``. The result is a float, or ``None`` (not applicable)."""
+
+    function: ClassVar[Callable[..., Any]]
+
+    def __call__(self, example: dict, prediction: Any, trajectory: Any = None) -> float | None:
+        value = type(self).function(example, prediction, trajectory, **self.params)
+        return None if value is None else float(value)

@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 
 from webapp.datasets.forms import SizeLimitUploadHandler, UploadForm
 from webapp.datasets.models import Dataset, DatasetRow
-from webapp.datasets.schemas import SCHEMAS
+from webapp.datasets.schemas import find_schema, get_schema
 from webapp.datasets.services import (
     MAX_ERRORS,
     UploadRefused,
@@ -125,7 +125,7 @@ class DatasetAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request), "opts": self.model._meta, "form": form, "dataset": dataset,
             "title": f"Upload a new version of {dataset.name}" if dataset else "Upload a dataset",
-            "schemas": SCHEMAS.values(), "too_large": getattr(form, "too_large", ""),
+            "schemas": form.schemas, "too_large": getattr(form, "too_large", ""),
         }
         return TemplateResponse(request, "admin/datasets/dataset/upload.html", context, status=status)
 
@@ -156,7 +156,7 @@ class DatasetAdmin(admin.ModelAdmin):
                 messages.success(request, f"Import of {dataset.name} queued; this page shows its progress.")
                 return HttpResponseRedirect(reverse("admin:datasets_dataset_change", args=[dataset.pk]))
         preview = dataset_preview(staged.sources, staged.options)
-        schema = SCHEMAS[staged.options.kind]
+        schema = get_schema(staged.options.kind)
         context = {
             **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Preview the upload",
             "staged": staged, "preview": preview, "schema": schema, "options": staged.options,
@@ -179,7 +179,7 @@ class DatasetAdmin(admin.ModelAdmin):
                 "dataset": dataset, "progress_state": dataset_progress(dataset), "max_errors": MAX_ERRORS,
                 "upload_url": f"{reverse('admin:datasets_dataset_upload')}?dataset={dataset.pk}",
                 "progress_url": reverse("admin:datasets_dataset_progress", args=[dataset.pk]),
-                "schema": SCHEMAS.get(dataset.kind),
+                "schema": find_schema(dataset.kind),
             })
         return super().change_view(request, object_id, form_url, extra)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from django import forms
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 
+from webapp.datasets.kinds import upload_schemas
 from webapp.datasets.models import Dataset
 from webapp.datasets.readers import FileProblem, file_format
-from webapp.datasets.schemas import SCHEMAS
+from webapp.datasets.schemas import find_schema
 from webapp.datasets.services import ImportOptions, max_upload_bytes, parse_mapping
 
 
@@ -41,7 +42,7 @@ class UploadForm(forms.Form):
     file = forms.FileField(help_text="JSON Lines (.jsonl), CSV with a header line (.csv) or Parquet (.parquet).")
     dev_file = forms.FileField(required=False, label="Separate dev file",
                                help_text="Optional: a second file whose rows all go to the dev split.")
-    kind = forms.ChoiceField(choices=[(k, f"{k}: {s.title}") for k, s in SCHEMAS.items()])
+    kind = forms.ChoiceField(choices=(), help_text="Generic fields:... kinds are those of plugin programs.")
     name = forms.SlugField(max_length=100, required=False, help_text="Letters, digits, - and _.")
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     mapping = forms.CharField(
@@ -57,6 +58,12 @@ class UploadForm(forms.Form):
     def __init__(self, *args, dataset: Dataset | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.dataset = dataset
+        # Built per form: plugin programs (loaded on first use) add generic kinds.
+        schemas = upload_schemas()
+        if dataset is not None and dataset.kind not in {s.kind for s in schemas} and find_schema(dataset.kind):
+            schemas.append(find_schema(dataset.kind))  # a generic kind whose program is gone: re-uploads work
+        self.fields["kind"].choices = [(s.kind, f"{s.kind}: {s.title}") for s in schemas]
+        self.schemas = schemas
         if dataset is not None:
             del self.fields["name"]
             self.fields["kind"].initial = dataset.kind

@@ -20,6 +20,8 @@ class Dataset(models.Model):
     """
 
     class Kind(models.TextChoices):
+        """The kinds of `schemas.SCHEMAS`; plugin programs add generic ``fields:...`` kinds."""
+
         CLASSIFICATION = "classification"
         QA = "qa"
         CLAIM = "claim"
@@ -38,7 +40,8 @@ class Dataset(models.Model):
     ACTIVE_STATUSES = frozenset({Status.QUEUED, Status.IMPORTING})
 
     name = models.SlugField(max_length=100, unique=True)
-    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # One of Kind, or a generic "fields:a,b" kind of a plugin program (schemas.py), hence no choices.
+    kind = models.CharField(max_length=200, help_text="Schema kind (webapp.datasets.schemas).")
     description = models.TextField(blank=True)
     source_filename = models.CharField(max_length=300, blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)

@@ -10,6 +10,11 @@ dataset; a record without one gets `line-<n>` (`dev-line-<n>` in a separate dev 
 
 Text formats (CSV) carry only strings, so for them a whole number may be written `7`, and a list or
 object as JSON text (`["a", "b"]`); JSONL and Parquet values must already have the right type.
+
+A program from a plugin that names none of these kinds but declares its `example_fields` reads a
+*generic kind*, ``fields:<name>,<name>,...`` (`generic_kind`): each declared field is required and
+any JSON value is accepted for it (CSV cells stay text), so an admin can upload rows for any plugin
+program without code in Cohort. `webapp.datasets.kinds` says which kind a program reads.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ID_MAX_LENGTH = 200  # DatasetRow.ext_id
+KIND_MAX_LENGTH = 200  # Dataset.kind
 
 
 class FieldTypeError(ValueError):
@@ -235,11 +241,48 @@ SCHEMAS: dict[str, Schema] = {
 }
 
 
+GENERIC_PREFIX = "fields:"
+
+
+def check_any(value: Any, textual: bool) -> Any:
+    """A generic kind's field: any JSON value (what the program does with it is its own business)."""
+    return value
+
+
+def generic_kind(fields) -> str:
+    """The generic kind of a program that reads `fields`: ``generic_kind(["question", "answer"]) ==
+    "fields:question,answer"`` (the order is the program's)."""
+    return GENERIC_PREFIX + ",".join(fields)
+
+
+def generic_schema(kind: str, programs: tuple[str, ...] = ()) -> Schema:
+    """The schema of generic kind `kind` (ValueError when `kind` is not one)."""
+    names = kind.removeprefix(GENERIC_PREFIX).split(",") if kind.startswith(GENERIC_PREFIX) else []
+    if not names or not all(n.strip() == n and n for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"{kind!r} is not a generic kind: write fields:<name>,<name>,... with distinct names")
+    if len(kind) > KIND_MAX_LENGTH:
+        raise ValueError(f"generic kind {kind[:40]!r}... is longer than {KIND_MAX_LENGTH} characters")
+    return Schema(kind, f"Fields {', '.join(names)}", tuple(
+        FieldSpec(n, "any value", check_any, True, "Declared by the program's example_fields.") for n in names),
+        programs=programs, description="Generic kind of a plugin program: every field it reads is required.")
+
+
 def get_schema(kind: str) -> Schema:
-    try:
+    """The schema of `kind`: one of `SCHEMAS`, or a generic ``fields:...`` kind."""
+    if kind in SCHEMAS:
         return SCHEMAS[kind]
-    except KeyError:
-        raise ValueError(f"unknown dataset kind {kind!r}; known kinds: {', '.join(SCHEMAS)}") from None
+    if isinstance(kind, str) and kind.startswith(GENERIC_PREFIX):
+        return generic_schema(kind)
+    raise ValueError(f"unknown dataset kind {kind!r}; known kinds: {', '.join(SCHEMAS)}, or "
+                     f"{GENERIC_PREFIX}<field>,<field>,... for a plugin program")
+
+
+def find_schema(kind: str) -> Schema | None:
+    """`get_schema(kind)`, or None for a kind that is neither known nor generic."""
+    try:
+        return get_schema(kind)
+    except ValueError:
+        return None
 
 
 @dataclass

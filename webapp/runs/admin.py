@@ -2,12 +2,15 @@ import json
 import math
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 
 from trainer.config import ConfigError
-from trainer.programs import PROGRAMS
+from trainer.plugins import unavailable_plugins
+from trainer.programs import PROGRAMS, program_error, program_info
 from trainer.rewards import REWARDS, reward_defaults
+from webapp.datasets.kinds import program_dataset_kind
 from webapp.datasets.models import Dataset
 from webapp.runs.catalog import task_rewards_check
 from webapp.runs.models import Group, GroupMember, ModuleCall, Program, Rollout, Run, StepMetric, Task
@@ -15,14 +18,35 @@ from webapp.runs.models import Group, GroupMember, ModuleCall, Program, Rollout,
 
 @admin.register(Program)
 class ProgramAdmin(admin.ModelAdmin):
-    list_display = ["name", "title", "module_list", "is_active", "synced_at"]
+    """Programs as the registry has them now: where each comes from, and why a plugin program is
+    unavailable. The list page also names every refused or broken plugin entry (programs and
+    rewards), including those that have no row (a name a built-in kept)."""
+
+    list_display = ["name", "title", "module_list", "distribution", "availability", "is_active", "synced_at"]
     list_filter = ["is_active"]
     search_fields = ["name", "title"]
-    readonly_fields = ["synced_at"]
+    readonly_fields = ["synced_at", "distribution", "availability"]
 
     @admin.display(description="modules")
     def module_list(self, obj):
         return " → ".join(obj.modules)
+
+    @admin.display(description="distribution")
+    def distribution(self, obj):
+        return program_info(obj.name)["distribution"] if obj.name in PROGRAMS else "—"
+
+    @admin.display(description="availability")
+    def availability(self, obj):
+        if obj.name in PROGRAMS:
+            return "available"
+        error = program_error(obj.name)
+        return f"unavailable: {error}" if error else "not registered"
+
+    def changelist_view(self, request, extra_context=None):
+        if request.method == "GET":
+            for entry in unavailable_plugins():
+                messages.warning(request, f"Unavailable plugin {entry.kind} {entry.name!r}: {entry.error}")
+        return super().changelist_view(request, extra_context)
 
 
 class RewardsWidget(forms.Widget):
@@ -45,7 +69,7 @@ class RewardsWidget(forms.Widget):
     def render(self, name, value, attrs=None, renderer=None):
         rows = value if isinstance(value, list) else _loads_list(value)
         rows = [r for r in rows if isinstance(r, dict)] + [{}] * self.EXTRA_ROWS
-        names = sorted(REWARDS)
+        names = list(REWARDS)  # sorted
         options = format_html_join("", '<option value="{}"></option>', ((n,) for n in names))
 
         def text(value):
@@ -122,9 +146,14 @@ def _reward_params(name: str) -> str:
     return json.dumps({k: v for k, v in reward_defaults(name).items()}, default=lambda v: "…")
 
 
+def _rewards_help() -> str:
+    return "Registered rewards and their parameters: " + "; ".join(
+        f"{name} {_reward_params(name)}" for name in REWARDS)
+
+
 class TaskAdminForm(forms.ModelForm):
-    rewards = RewardsField(help_text="Registered rewards and their parameters: " + "; ".join(
-        f"{name} {_reward_params(name)}" for name in sorted(REWARDS)))
+    # Lazy: reward plugins load when the form is shown, not when Django imports the admin.
+    rewards = RewardsField(help_text=lazy(_rewards_help, str)())
 
     class Meta:
         model = Task
@@ -141,11 +170,13 @@ class TaskAdminForm(forms.ModelForm):
         program, dataset, corpus = data.get("program"), data.get("dataset"), data.get("corpus")
         if program is None:
             return data
-        cls = PROGRAMS.get(program.name)
-        if cls is None:
-            self.add_error("program", f"program {program.name!r} is no longer registered in trainer.programs.")
+        if program.name not in PROGRAMS:
+            error = program_error(program.name)
+            self.add_error("program", f"program {program.name!r} is unavailable: {error}" if error else
+                           f"program {program.name!r} is no longer registered in trainer.programs.")
             return data
-        kind = getattr(cls, "dataset_kind", None)
+        info = program_info(program.name)
+        kind = program_dataset_kind(info)
         if dataset is None and kind is not None:
             self.add_error("dataset", f"program {program.name!r} reads a {kind} dataset; choose one.")
         elif dataset is not None and kind is None:
@@ -153,9 +184,9 @@ class TaskAdminForm(forms.ModelForm):
         elif dataset is not None and dataset.kind != kind:
             self.add_error("dataset", f"program {program.name!r} reads a {kind} dataset, and {dataset.name!r} is "
                                       f"{dataset.kind}.")
-        if getattr(cls, "needs_corpus", False) and corpus is None:
+        if info["needs_corpus"] and corpus is None:
             self.add_error("corpus", f"program {program.name!r} retrieves passages: choose a retrieval corpus.")
-        elif corpus is not None and not getattr(cls, "needs_corpus", False):
+        elif corpus is not None and not info["needs_corpus"]:
             self.add_error("corpus", f"program {program.name!r} does not retrieve; leave the corpus empty.")
         if "rewards" in data:
             try:

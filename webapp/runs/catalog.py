@@ -2,8 +2,11 @@
 the built-in tasks that need no uploaded data, and the ready-made tasks on the real datasets.
 
 `catalog_sync()` is idempotent; `manage.py sync_programs` and the quick-start run command call it.
-Programs live in code (`trainer/programs/`), never in uploads: a program that left the registry is
-kept (runs point at it) but marked inactive so the launch form stops offering it.
+Programs live in code (`trainer/programs/` and installed plugins' `cohort.programs` entry points),
+never in uploads: a program that left the registry is kept (runs point at it) but marked inactive
+so the launch form stops offering it. A plugin program that is installed but unavailable (its
+import failed, its name clashes) gets an inactive row too, so the launch form can show it disabled
+with its error and the admin lists it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainer.config import ConfigError, RunConfig
-from trainer.programs import PROGRAMS, list_programs, program_info
+from trainer.programs import PROGRAMS, list_programs, program_error, program_info, unavailable_programs
 from webapp.datasets.models import Dataset
 from webapp.runs.models import Program, Task
 
@@ -29,7 +32,8 @@ BUILTIN_TASKS = [
 
 @transaction.atomic
 def programs_sync() -> tuple[int, int]:
-    """Upserts a Program row per registered program; returns (synced, deactivated)."""
+    """Upserts a Program row per registered program (built-in or plugin) and an inactive one per
+    unavailable plugin program that has none; returns (synced, deactivated)."""
     now = timezone.now()
     registered = list_programs()
     for info in registered:
@@ -42,7 +46,15 @@ def programs_sync() -> tuple[int, int]:
         Program.objects.exclude(name__in=[info["name"] for info in registered]).filter(is_active=True)
         .update(is_active=False, synced_at=now)
     )
+    for name in unavailable_program_names():
+        Program.objects.get_or_create(name=name, defaults={"title": name, "is_active": False, "synced_at": now})
     return len(registered), deactivated
+
+
+def unavailable_program_names() -> list[str]:
+    """Plugin programs that cannot be used under their name (a built-in that kept its name against a
+    clashing plugin is usable, so it is not among them)."""
+    return sorted({entry.name for entry in unavailable_programs() if program_error(entry.name)})
 
 
 @transaction.atomic
@@ -109,7 +121,9 @@ def task_rewards_check(program: str, rewards: list[dict]) -> None:
     """ConfigError (naming the field) unless `rewards` are valid for a run of `program`: the same
     RunConfig the worker runs checks names, parameters, weights and conditioning."""
     if program not in PROGRAMS:
-        raise ConfigError("program", f"program {program!r} is not registered in trainer.programs.")
+        error = program_error(program)
+        raise ConfigError("program", f"program {program!r} is unavailable: {error}" if error else
+                          f"program {program!r} is not registered in trainer.programs.")
     RunConfig(program=program, rewards=[dict(r) for r in rewards])
 
 

@@ -11,9 +11,12 @@ import json
 from typing import Any
 
 from django import forms
+from django.db.models import Q
 
 from trainer.config import ConfigError, RunConfig, literal_choices
-from trainer.programs import program_info
+from trainer.programs import PROGRAMS, program_error, program_info
+from webapp.datasets.kinds import program_dataset_kind
+from webapp.runs.catalog import unavailable_program_names
 from webapp.runs.models import Program, Run, Task
 
 # Filled from the task, or not user-facing (the worker exports the task's dataset to these files).
@@ -111,10 +114,30 @@ def _form_field(f: dataclasses.Field) -> forms.Field:
         return CommaListField(item=str, help_text=help_text)
     if annotation == "dict[str, int]":
         return CountsField(help_text=help_text)
+    if annotation == "str | None":  # optional: left empty means None
+        return forms.CharField(required=False, empty_value=None, help_text=help_text, max_length=500)
     return forms.CharField(help_text=help_text, max_length=500)
 
 
 CONFIG_FIELDS = [f for f in dataclasses.fields(RunConfig) if f.name not in NOT_ON_FORM]
+
+
+class ProgramSelect(forms.Select):
+    """The program list: an unavailable plugin program is shown disabled, with its error beside its
+    name, so the user sees why it cannot be chosen (`errors`: program name -> error)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.errors: dict[str, str] = {}
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        error = self.errors.get(str(value))
+        if error:
+            option["label"] = f"{value} — unavailable: {error}"
+            option["attrs"]["disabled"] = True
+            option["attrs"]["title"] = error
+        return option
 
 
 class RunLaunchForm(forms.Form):
@@ -123,11 +146,17 @@ class RunLaunchForm(forms.Form):
     task = forms.ModelChoiceField(queryset=Task.objects.select_related("program", "dataset"), empty_label=None,
                                   help_text="What to train on: a dataset (or generated examples) and its rewards.")
     program = forms.ModelChoiceField(queryset=Program.objects.filter(is_active=True), to_field_name="name",
-                                     empty_label=None, help_text="The LM program whose modules are trained.")
+                                     empty_label=None, widget=ProgramSelect,
+                                     help_text="The LM program whose modules are trained.")
     name = forms.CharField(required=False, max_length=200, help_text="Optional label shown in the runs list.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # Unavailable plugin programs are listed (disabled, with their error), never launched.
+        unavailable = {name: program_error(name) for name in unavailable_program_names()}
+        program = self.fields["program"]
+        program.queryset = Program.objects.filter(Q(is_active=True) | Q(name__in=unavailable))
+        program.widget.errors = unavailable
         for f in CONFIG_FIELDS:
             self.fields[f.name] = _form_field(f)
 
@@ -144,6 +173,10 @@ class RunLaunchForm(forms.Form):
         if self.errors:  # a field did not even parse; RunConfig would only repeat it
             return cleaned
         task, program = cleaned["task"], cleaned["program"]
+        if program.name not in PROGRAMS:
+            self.add_error("program", f"Program {program.name!r} is unavailable: "
+                                      f"{program_error(program.name) or 'it is no longer registered.'}")
+            return cleaned
         self._check_program_fits_task(task, program)
         if self.errors:
             return cleaned
@@ -171,7 +204,7 @@ class RunLaunchForm(forms.Form):
             self.add_error("task", f"Dataset {task.dataset.name!r} of task {task.name!r} has no training rows "
                                    f"yet (status: {task.dataset.status}); import it first.")
             return
-        kind = program_info(program.name)["dataset_kind"] if program.is_active else None
+        kind = program_dataset_kind(program_info(program.name))
         if kind != task.dataset.kind:
             self.add_error("program", f"Program {program.name!r} reads {kind or 'generated'} examples, but task "
                                       f"{task.name!r} has a {task.dataset.kind} dataset.")

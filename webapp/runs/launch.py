@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from trainer.config import PRESETS, RunConfig, preset_values
-from trainer.programs import PROGRAMS
+from trainer.programs import PROGRAMS, program_info
 from webapp.runs.models import Task
 
 
@@ -19,8 +19,8 @@ def config_defaults(task: Task, *, program_name: str | None = None, preset: str 
     """The RunConfig fields a new run of `task` starts from (ValueError for an unknown preset)."""
     program_name = program_name or task.program.name
     values = {f.name: _default(f) for f in dataclasses.fields(RunConfig)}
-    program_cls = PROGRAMS.get(program_name)
-    values.update(getattr(program_cls, "suggested_config", {}) or {})
+    if program_name in PROGRAMS:  # an unavailable plugin suggests nothing; the form says why
+        values.update(program_info(program_name)["suggested_config"])
     values["program"] = program_name
     if task.rewards:
         values["rewards"] = [dict(r) for r in task.rewards]

@@ -3,6 +3,7 @@ validation and atomic import as an admin upload (synchronously, no worker needed
 
     manage.py import_dataset data.csv --kind classification --name intents --map utterance=text --dev-ratio 0.1
     manage.py import_dataset train.jsonl --dev-file test.jsonl --kind math --name gsm8k
+    manage.py import_dataset rows.jsonl --kind fields:question,answer --name demo   # a plugin program's kind
 """
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.datasets.models import Dataset
-from webapp.datasets.schemas import SCHEMAS
+from webapp.datasets.schemas import GENERIC_PREFIX, SCHEMAS
 from webapp.datasets.services import ImportOptions, SourceFile, dataset_import, parse_mapping
 
 
@@ -19,7 +20,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="The file (.jsonl, .csv or .parquet).")
-        parser.add_argument("--kind", required=True, choices=sorted(SCHEMAS), help="Schema kind of the records.")
+        parser.add_argument("--kind", required=True, help=f"Schema kind of the records: {', '.join(SCHEMAS)}, or "
+                            f"{GENERIC_PREFIX}<field>,<field>,... (the generic kind of a plugin program).")
         parser.add_argument("--name", required=True, help="Dataset name (a slug); an existing one gets a new version.")
         parser.add_argument("--description", default="")
         parser.add_argument("--dev-file", help="A second file whose rows are all the dev split.")
