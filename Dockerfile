@@ -1,9 +1,12 @@
 # One image for web and workers. On a GPU host `pip install torch==2.13.0` takes the CUDA build
-# from PyPI; pass --build-arg EXTRAS=train,vllm for the vLLM sampling backend.
+# from PyPI; pass --build-arg EXTRAS=train,dspy,vllm for the vLLM sampling backend.
+# Your own programs and rewards (plugins, README "Train your own program") go in with
+# --build-arg PLUGINS="your-package==1.0" (anything pip installs: a name, a git URL, ./examples/...).
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-ARG EXTRAS=train
+ARG EXTRAS=train,dspy
+ARG PLUGINS=""
 WORKDIR /app
 
 RUN pip install torch==2.13.0
@@ -12,6 +15,8 @@ COPY webapp ./webapp
 COPY trainer ./trainer
 COPY workers ./workers
 RUN pip install ".[${EXTRAS}]"
+COPY examples ./examples
+RUN if [ -n "$PLUGINS" ]; then pip install $PLUGINS; fi
 COPY manage.py ./
 COPY templates ./templates
 COPY static ./static

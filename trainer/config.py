@@ -102,6 +102,9 @@ class RunConfig:
         "JSONL file of evaluation examples. Empty: the program's own dev split, if any.", "task"))
     corpus_data: str | None = field(default=None, metadata=_meta(
         "JSONL retrieval corpus (title, text) for search programs.", "task"))
+    program_state: str | None = field(default=None, metadata=_meta(
+        "A DSPy program's state saved with its save() after prompt optimization (MIPROv2, GEPA: the "
+        "optimized instructions and demos), loaded before training. DSPy programs only.", "task"))
 
     # --- strategy --------------------------------------------------------------------------
     strategy: Strategy = field(default="grpo", metadata=_meta(

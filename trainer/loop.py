@@ -107,6 +107,9 @@ class Trainer:
         self.attempt = attempt
         self.program = get_program(config.program, **self._program_options())
         config.check_program_agents(list(self.program.agents))
+        if config.program_state and getattr(self.program, "state_path", None) != config.program_state:
+            raise ConfigError("program_state", f"program {config.program!r} does not load a saved DSPy state; "
+                              "leave program_state empty for it.")
         self.reward_fns = {spec.name: get_reward(spec.name, **spec.params) for spec in config.rewards}
         self.teachers = {name: get_program(name, **self._program_options()) for name in config.teacher_rollouts}
         for name, teacher in self.teachers.items():
@@ -140,7 +143,8 @@ class Trainer:
 
     # --- setup helpers -------------------------------------------------------------------------
     def _program_options(self) -> dict[str, Any]:
-        return {"corpus_path": self.config.corpus_data} if self.config.corpus_data else {}
+        options = {"corpus_path": self.config.corpus_data, "state_path": self.config.program_state}
+        return {k: v for k, v in options.items() if v}
 
     def _update_config(self) -> UpdateConfig:
         c = self.config

@@ -1,0 +1,1 @@
+"""Test plugin: a DSPy program whose query predictor runs a variable number of times, and metrics."""
