@@ -2,6 +2,7 @@
 plugin's program and the DSPy program, and lists the broken plugin disabled, with its error."""
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.browser.test_launch_and_watch import log_in
 from webapp.runs.catalog import catalog_sync
@@ -27,7 +28,7 @@ def test_the_launch_form_offers_plugin_programs_and_shows_a_broken_one_disabled(
     page.select_option("#id_program", "dspy_multihop")
     assert page.input_value("#id_program") == "dspy_multihop"
     # A disabled option cannot be chosen, so the broken program can never be launched from here.
-    with pytest.raises(Exception):
+    with pytest.raises(PlaywrightError):
         page.select_option("#id_program", "broken_program", timeout=2_000)
     page.eval_on_selector("#id_program", "el => el.size = el.options.length")  # show the list for the picture
     screenshot("launch-form-plugins")
