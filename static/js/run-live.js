@@ -216,6 +216,7 @@
     state.lastSeq = points[points.length - 1].seq;
     const step = points[points.length - 1].step;
     document.getElementById("run-step").textContent = step;
+    showBest(Math.max(...points.map((p) => p.metrics["reward/mean"] ?? -Infinity)));
     if (Date.now() - state.heatmapAt > HEATMAP_EVERY_MS) loadHeatmaps();
   }
 
@@ -231,6 +232,7 @@
         state.lastSeq = page.last_seq;
       }
       showState(page.state, page.current_step);
+      showBest(page.best_reward);
     } catch (err) {
       say("Could not load metrics; retrying.");
     }
@@ -283,6 +285,7 @@
           const before = state.lastSeq;
           accept(page.points.filter((p) => p.seq > state.lastSeq));
           showState(page.state, page.current_step);
+          showBest(page.best_reward);
           if (page.complete) return state.lastSeq > before;
         }
       } catch (err) {
@@ -303,6 +306,18 @@
     document.getElementById("cancel-form").hidden = !["queued", "running", "interrupted"].includes(runState);
     document.getElementById("resume-form").hidden = !["interrupted", "failed"].includes(runState);
     if (currentStep !== undefined && currentStep !== null) document.getElementById("run-step").textContent = currentStep;
+    // "Run N is queued." was true when the page loaded; once the run moved on it would mislead.
+    if (runState !== "queued") document.querySelectorAll(".messages li.run-queued").forEach((li) => li.remove());
+  }
+
+  // The summary's best reward (the best step mean so far), raised as better steps arrive.
+  function showBest(value) {
+    if (typeof value !== "number" || !Number.isFinite(value)) return;
+    const cell = document.getElementById("run-best");
+    const shown = Number.parseFloat(cell.dataset.value ?? cell.textContent);
+    if (Number.isFinite(shown) && shown >= value) return;
+    cell.dataset.value = String(value);
+    cell.textContent = value.toFixed(3);
   }
 
   function say(text) { document.getElementById("live-status").textContent = text; }

@@ -35,6 +35,9 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     page.click("text=New run")
     page.wait_for_url(f"{asgi_server}/runs/new")
     assert page.input_value("#id_model") == "builtin:tiny"
+    # A first launch sees task, strategy, estimator, batch shape and model; the rest is folded.
+    assert page.is_visible("#id_strategy") and page.is_visible("#id_estimator") and page.is_visible("#id_steps")
+    assert not page.is_visible("#id_learning_rate") and not page.is_visible("#id_lora_r")
     screenshot("launch-form")
 
     # An invalid value: the error shows beside its field and nothing is queued.
@@ -48,6 +51,7 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     step_gate.allow(2)
     page.fill("#id_group_size", "16")
     page.fill("#id_steps", "300")
+    page.click("summary:has-text('Evaluation, checkpoints, seed')")  # unfold the advanced group
     page.fill("#id_checkpoint_every", "0")
     page.fill("#id_eval_every", "0")
     page.click("text=Launch run")
@@ -61,6 +65,10 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     step_gate.allow(4)
     wait_for_points(page, "chart-reward", 4)
     assert page.evaluate("window.__notReloaded") is True  # the points came live, not from a reload
+    # The summary follows the run: its best step reward so far, and no stale "queued" message.
+    best = max(m.metrics["reward/mean"] for m in StepMetric.objects.filter(run=run))
+    page.wait_for_function(f"() => document.querySelector('#run-best').textContent === '{best:.3f}'")
+    assert page.locator(".messages li.run-queued").count() == 0
     assert page.inner_text("#run-state") == "running"
     for chart in ("chart-loss", "chart-group_var", "chart-similarity", "chart-grad_norm", "chart-tokens_per_s",
                   "chart-mismatch"):

@@ -33,6 +33,8 @@ GROUP_TITLES = {
     "model": "Model and backend",
     "eval": "Evaluation, checkpoints, seed",
 }
+# What a first launch needs in view; the other groups start folded (a group holding an error opens).
+OPEN_GROUPS = {"task", "strategy", "advantage", "batch", "model"}
 
 
 class CommaListField(forms.CharField):
@@ -160,13 +162,15 @@ class RunLaunchForm(forms.Form):
         for f in CONFIG_FIELDS:
             self.fields[f.name] = _form_field(f)
 
-    def grouped_fields(self) -> list[tuple[str, list[forms.BoundField]]]:
-        """(title, bound fields) in form order, for the template's fieldsets."""
+    def grouped_fields(self) -> list[tuple[str, list[forms.BoundField], bool]]:
+        """(title, bound fields, open) in form order, for the template's foldable fieldsets: the groups
+        of OPEN_GROUPS are open, the advanced ones folded unless one of their fields has an error."""
         groups: dict[str, list[forms.BoundField]] = {"task": [self["task"], self["program"], self["name"]]}
         for f in CONFIG_FIELDS:
             groups.setdefault(f.metadata.get("group", "model"), []).append(self[f.name])
         order = list(GROUP_TITLES)
-        return [(GROUP_TITLES.get(g, g), fields) for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]
+        return [(GROUP_TITLES.get(g, g), fields, g in OPEN_GROUPS or any(f.errors for f in fields))
+                for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]
 
     def clean(self):
         cleaned = super().clean()

@@ -6,6 +6,7 @@ app_name = "runs"
 
 urlpatterns = [
     path("", views.run_list, name="list"),
+    path("runs/", views.run_list, name="list_under_runs"),  # every run lives under /runs/<id>/
     path("runs/new", views.run_new, name="new"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel", views.run_cancel_view, name="cancel"),

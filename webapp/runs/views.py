@@ -67,7 +67,7 @@ def run_new(request):
         if form.is_valid():
             run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
                              name=form.cleaned_data["name"])
-            messages.success(request, f"Run {run.pk} is queued.")
+            messages.success(request, f"Run {run.pk} is queued.", extra_tags="run-queued")
             return redirect("runs:detail", run_id=run.pk)
         return _render_launch(request, form, status=400)
     task = _task_from_query(request)
@@ -168,6 +168,7 @@ def run_metrics(request, run_id: int):
             "run": run.pk,
             "state": run.state,
             "current_step": run.current_step,
+            "best_reward": run.best_reward,
             "last_seq": points[-1]["seq"] if points else after,
             "complete": len(points) < METRICS_PAGE_LIMIT,
             "points": points,
@@ -195,6 +196,7 @@ def _metric_series(request, run):
     found, last_seq = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
     return JsonResponse({
         "run": run.pk, "state": run.state, "current_step": run.current_step, "attempt": run.attempt,
+        "best_reward": run.best_reward,
         "last_seq": last_seq, "complete": True, "points": [],
         "from_step": from_step, "to_step": to_step, "max_points": max_points,
         "series": {key: series.series_payload(s, max_points) for key, s in found.items()},
@@ -253,6 +255,9 @@ def run_trajectories(request, run_id: int, step: int):
     return render(request, "runs/trajectories.html", {
         "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk),
         "columns": list(zip([inspect.slot_label(s) for s in grid.slots], grid.distinct, strict=True)),
+        # GRPO and MMGRPO sample their G rollouts with fork_on_first too, so they have parent links;
+        # only MHGPO's forks are a fork tree worth showing.
+        "show_fork_trees": bool(grid.trees) and (run.config or {}).get("strategy") == "mhgpo",
     })
 
 

@@ -288,3 +288,14 @@ def test_mhgpo_inspector_query_count_does_not_grow(client, owner):
     client.force_login(owner)
     counts = [count_queries(client, reverse("runs:trajectories", args=[r.pk, 1]), example="q0") for r in (small, large)]
     assert counts[0] == counts[1]
+
+
+def test_fork_trees_are_shown_for_mhgpo_runs_only(client, owner):
+    # GRPO and MMGRPO sample their rollouts with fork_on_first too, so the rollouts carry parent links;
+    # the same stored rollouts under another strategy must not show an "MHGPO fork trees" section.
+    run = make_run(owner, config={"strategy": "mmgrpo"})
+    ingest(run, [mhgpo_step_event(1, group_size=3)])
+    assert trajectory_grid(run, 1, "q0").trees  # the links are there
+    client.force_login(owner)
+    html = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q0"}).content.decode()
+    assert 'id="forks"' not in html and "Fork trees" not in html

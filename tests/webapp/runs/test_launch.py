@@ -1,5 +1,7 @@
 """The catalog sync, the launch form (validated by RunConfig), `launch_run`, cancel and resume."""
 
+import re
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
@@ -141,6 +143,36 @@ def test_runs_list_filters_and_refuses_unknown_values(client, owner, stranger, t
     assert names(owner=stranger.username) == []  # a filter never widens what a user may see
     assert client.get(reverse("runs:list"), {"state": "exploded"}).status_code == 400
     assert client.get(reverse("runs:list"), {"task": "no-such-task"}).status_code == 400
+
+
+def test_runs_slash_is_the_runs_list_too(client, owner):
+    make_run(owner, name="alpha")
+    client.force_login(owner)
+    response = client.get("/runs/", {"q": "alp"})
+    assert response.status_code == 200 and [r.name for r in response.context["runs"]] == ["alpha"]
+
+
+def test_the_launch_form_folds_the_advanced_groups_and_opens_one_holding_an_error(client, owner, toy_task):
+    client.force_login(owner)
+
+    def groups(html: str) -> dict[str, bool]:
+        return {title: bool(is_open) for is_open, title in
+                re.findall(r'<details class="card group"( open)?>\s*<summary>([^<]+)</summary>', html)}
+
+    shown = groups(client.get(reverse("runs:new")).content.decode())
+    assert shown == {"Task and rewards": True, "Strategy": True, "Advantage estimator": True, "Batch shape": True,
+                     "Optimization": False, "LoRA adapter": False, "Sampling": False, "Model and backend": True,
+                     "Evaluation, checkpoints, seed": False}
+    refused = client.post(reverse("runs:new"), launch_data(toy_task, lora_r="0"))
+    assert refused.status_code == 400 and Run.objects.count() == 0
+    after = groups(refused.content.decode())
+    assert after["LoRA adapter"] is True and after["Optimization"] is False
+
+
+def test_the_first_launch_message_is_marked_to_go_away_once_the_run_moves_on(client, owner, toy_task):
+    client.force_login(owner)
+    page = client.post(reverse("runs:new"), launch_data(toy_task), follow=True).content.decode()
+    assert re.search(r'<li class="run-queued success">Run \d+ is queued\.</li>', page)
 
 
 def test_launch_run_command_queues_a_validated_run(owner, toy_task, tmp_path):

@@ -68,3 +68,14 @@ def test_missing_run_is_404(client, owner):
 def test_metrics_endpoint_refuses_post(client, owner, run_with_metrics):
     client.force_login(owner)
     assert client.post(reverse("runs:metrics", args=[run_with_metrics.pk])).status_code == 405
+
+
+def test_the_metrics_pages_carry_the_best_reward_for_the_live_summary(client, owner, run_with_metrics):
+    run_with_metrics.best_reward = 0.5
+    run_with_metrics.save(update_fields=["best_reward"])
+    client.force_login(owner)
+    url = reverse("runs:metrics", args=[run_with_metrics.pk])
+    assert client.get(url, {"after": 0}).json()["best_reward"] == 0.5
+    assert client.get(url, {"max_points": 100}).json()["best_reward"] == 0.5
+    page = client.get(reverse("runs:detail", args=[run_with_metrics.pk])).content.decode()
+    assert '<dd id="run-best">0.500</dd>' in page
