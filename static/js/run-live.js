@@ -38,6 +38,7 @@
     ["truncated", "Truncated completions"],
     ["groups", "Groups per step"],
     ["time", "Step time (s)"],
+    ["error_rate", "Rollouts that raised (share)"],
   ];
 
   const state = {
@@ -110,7 +111,24 @@
              x, y, marker: { size: 4 }, connectgaps: false };
   }
 
+  // Plotly pads a constant series by +-1, so a learning rate of 0.002 sits on "0" between -1 and 1:
+  // give a constant non-zero chart a range around its own magnitude instead.
+  function fitConstant(chart) {
+    const ys = chart.div.data.flatMap((t) => t.y).filter((v) => typeof v === "number" && Number.isFinite(v));
+    if (!ys.length) return;
+    const lo = Math.min(...ys), hi = Math.max(...ys);
+    const constant = lo === hi && lo !== 0;
+    if (constant) {
+      const pad = Math.abs(lo) / 2;
+      Plotly.relayout(chart.div, { "yaxis.range": [lo - pad, hi + pad], "yaxis.autorange": false });
+    } else if (chart.fixedY) {
+      Plotly.relayout(chart.div, { "yaxis.autorange": true });
+    }
+    chart.fixedY = constant;
+  }
+
   function markPoints(chart) {
+    fitConstant(chart);
     chart.div.dataset.points = String(Math.max(0, ...chart.div.data.map((t) => t.x.length)));
     chart.div.dataset.downsampled = String(chart.downsampled);
     chart.div.dataset.webgl = String(chart.div.data.some((t) => t.type === "scattergl"));

@@ -69,6 +69,9 @@ def test_launch_watch_the_reward_chart_grow_then_cancel(page, screenshot, asgi_s
     best = max(m.metrics["reward/mean"] for m in StepMetric.objects.filter(run=run))
     page.wait_for_function(f"() => document.querySelector('#run-best').textContent === '{best:.3f}'")
     assert page.locator(".messages li.run-queued").count() == 0
+    # A constant small value reads as itself: the learning-rate axis is around 0.002, not -1..1.
+    low, high = page.evaluate("document.querySelector('#chart-lr').layout.yaxis.range")
+    assert 0 < low < run.config["learning_rate"] < high < 0.01
     assert page.inner_text("#run-state") == "running"
     for chart in ("chart-loss", "chart-group_var", "chart-similarity", "chart-grad_norm", "chart-tokens_per_s",
                   "chart-mismatch"):

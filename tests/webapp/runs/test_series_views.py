@@ -92,7 +92,7 @@ def test_a_resumed_step_shows_the_newest_attempt(client, owner):
 def test_after_keeps_its_contract(client, owner, long_run):
     client.force_login(owner)
     body = metrics(client, long_run, after=2990).json()
-    assert set(body) == {"run", "state", "current_step", "last_seq", "complete", "points"}
+    assert set(body) == {"run", "state", "current_step", "best_reward", "last_seq", "complete", "points"}
     assert [p["seq"] for p in body["points"]] == list(range(2991, 3001))
 
 
