@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml examples/cohort-hotpot/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev,dspy]'
+	$(PY) -m pip install --quiet -e '.[train,dev,dspy,client]'
 	$(PY) -m pip install --quiet -e ./examples/cohort-hotpot   # the example plugin (README: "Train your own program")
 	touch $@
 
