@@ -16,12 +16,18 @@ middleware, templates and JSON encoding included; no network), and prints p50/p9
 - run data: `metrics.json?max_points=2000` (what the live run page loads first) and `heatmap.json`;
 - inspector: the trajectory grid of a random (step, example); group: a random module-level group;
 - the same two on the MHGPO step, and that step's page (512 examples);
-- CSV export of the whole run's metrics, streamed to the end; the rollouts JSONL export once.
+- CSV export of the whole run's metrics, streamed to the end; the rollouts JSONL export once;
+- the read API (`GET /api/runs/<id>/metrics/`, with a personal token): every stored step of every
+  series, and `max_points=2000`.
+- the runs table at 10,000 runs (`bulk_create`d, no steps; 1,000 owned by the user, the rest by 30
+  others): page 1 as the owner and as staff (who sees all 10,000), a page sorted by best reward, a
+  config-and-tag search and a free-text search. `--only-runs-table` skips the paper-scale run.
 
-Targets on this machine: run data p95 < 300 ms; inspector and group pages p95 < 150 ms.
+Targets on this machine: run data (the API metrics included) p95 < 300 ms; inspector and group pages
+p95 < 150 ms; runs table p95 < 150 ms.
 
 Run: ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/pages.py
-[--steps 750] [--repeat 40]``
+[--steps 750] [--repeat 40] [--database cohort_bench_pages]``
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ BENCH_DATABASE = "cohort_bench_pages"
 EXAMPLES, ROLLOUTS = 4, 12
 STEPS_PER_INGEST = 25
 REWARDS = ("recall", "format")
-TARGETS_MS = {"run data": 300.0, "inspector": 150.0, "group": 150.0}
+TARGETS_MS = {"run data": 300.0, "inspector": 150.0, "group": 150.0, "runs": 150.0}
+TABLE_RUNS, TABLE_OWNED, TABLE_OTHER_USERS = 10_000, 1_000, 30
 WORDS = ("the", "of", "claim", "passage", "river", "born", "city", "population", "century", "museum", "novel",
          "author", "first", "largest", "capital", "film", "directed", "by", "in", "was", "team", "album")
 
@@ -128,6 +135,70 @@ def seed(steps: int):
     return user, paper, mhgpo
 
 
+def seed_runs_table(user, runs: int = TABLE_RUNS) -> None:
+    """`runs` runs without steps, as the runs table sees them: varied states, rewards, configs, tags
+    and durations; TABLE_OWNED of them `user`'s, the rest spread over other users."""
+    import datetime as dt
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from webapp.runs.models import Program, Run, Task
+
+    users = [user] + [get_user_model().objects.create_user(f"bench-{i}") for i in range(TABLE_OTHER_USERS)]
+    program = Program.objects.get_or_create(name="bench-toy", defaults={"title": "Bench toy", "modules": ["solver"]})[0]
+    task = Task.objects.get_or_create(name="bench-toy", defaults={"title": "Bench toy", "program": program})[0]
+    rng, now = random.Random(2), timezone.now()
+    states = [s for s, _ in Run.State.choices]
+    rows = []
+    for i in range(runs):
+        owner = user if i < TABLE_OWNED else users[1 + i % TABLE_OTHER_USERS]
+        started = now - dt.timedelta(minutes=rng.randint(10, 60 * 24 * 90))
+        reward = rng.random() if rng.random() < 0.8 else None
+        rows.append(Run(
+            owner=owner, task=task, name=f"{rng.choice(('sweep', 'baseline', 'ablation'))} {i}", total_steps=500,
+            current_step=rng.randint(0, 500), state=rng.choice(states), best_reward=reward,
+            last_reward=None if reward is None else reward * rng.random(), gpus=rng.choice((0, 1, 1, 2, 8)),
+            config={"strategy": rng.choice(("grpo", "mmgrpo", "mhgpo")), "estimator": rng.choice(("grpo", "gdpo")),
+                    "learning_rate": rng.choice((1e-5, 3e-5, 1e-4)), "group_size": rng.choice((4, 8, 12)),
+                    "rewards": [{"name": "exact_match", "weight": 1.0}], "model": "Qwen/Qwen3-1.7B"},
+            tags=rng.sample(["baseline", "gdpo", "sweep-7", "paper", "long", "debug"], k=rng.randint(0, 3)),
+            started_at=started, finished_at=started + dt.timedelta(minutes=rng.randint(1, 600)),
+        ))
+    Run.objects.bulk_create(rows, batch_size=2000)
+    # created_at is auto_now_add: spread it so the default order is not insertion order.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE runs_run SET created_at = started_at WHERE task_id = %s", [task.pk])
+        cursor.execute("ANALYZE runs_run")
+
+
+def runs_table_measures(user, client, repeat: int) -> list[tuple]:
+    """The runs table at TABLE_RUNS runs: as the owner of TABLE_OWNED, and as staff (who sees all)."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    started = time.perf_counter()
+    seed_runs_table(user)
+    print(f"  runs table: {TABLE_RUNS:,} runs in {time.perf_counter() - started:.1f} s")
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("bench-staff", is_staff=True))
+    table = reverse("runs:list")
+    rng = random.Random(3)
+    return [
+        measure("runs table: page 1 (owner, 1,000 runs)", lambda: table, client, repeat),
+        measure("runs table: page 1 (staff, 10,000 runs)", lambda: table, staff, repeat),
+        measure("runs table: sorted by best reward, page 1-20 (staff)",
+                lambda: f"{table}?sort=-best_reward&page={rng.randint(1, 20)}", staff, repeat),
+        measure("runs table: sorted by GPU-hours (staff)", lambda: f"{table}?sort=-gpu_hours", staff, repeat),
+        measure("runs table: search estimator=gdpo tag:sweep-7 (staff)",
+                lambda: f"{table}?q=estimator%3Dgdpo+tag%3Asweep-7", staff, repeat),
+        measure("runs table: search 'ablation' (owner)", lambda: f"{table}?q=ablation", client, repeat),
+    ]
+
+
 def timed(client, url: str, *, stream: bool = False) -> float:
     started = time.perf_counter()
     response = client.get(url)
@@ -152,9 +223,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=750)
     parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--only-runs-table", action="store_true", help="time the runs table only (seeds in seconds)")
+    parser.add_argument("--database", default=BENCH_DATABASE,
+                        help="throwaway database name (cohort_bench_*): another one lets two runs share a server")
     args = parser.parse_args()
     os.environ.setdefault("DEBUG", "false")  # no query log: time what production would run
-    with throwaway_database(BENCH_DATABASE) as url:
+    if args.only_runs_table:
+        return runs_table_only(args)
+    with throwaway_database(args.database) as url:
         django_setup(url)
         from django.db import connections
         from django.test import Client
@@ -167,6 +243,9 @@ def main() -> None:
             user, paper, mhgpo = seed(args.steps)
             client = Client()
             client.force_login(user)
+            from webapp.api.services import token_create
+
+            api = Client(headers={"Authorization": f"Bearer {token_create(user=user, name='bench')[1]}"})
             rng = random.Random(1)
             paper_examples = list(Rollout.objects.filter(run=paper).values_list("step", "example_id").distinct())
             paper_groups = list(Group.objects.filter(run=paper).values_list("pk", flat=True))
@@ -186,6 +265,9 @@ def main() -> None:
             results = [
                 measure("run data: metrics.json?max_points=2000", lambda: reverse("runs:metrics", args=[paper.pk])
                         + "?max_points=2000", client, args.repeat),
+                measure("run data: API metrics (full)", lambda: f"/api/runs/{paper.pk}/metrics/", api, args.repeat),
+                measure("run data: API metrics?max_points=2000",
+                        lambda: f"/api/runs/{paper.pk}/metrics/?max_points=2000", api, args.repeat),
                 measure("run data: heatmap.json", lambda: reverse("runs:heatmap", args=[paper.pk]) + "?family=group_var",
                         client, args.repeat),
                 measure("run data: zoom (2 series, 100 steps)", zoom, client, args.repeat),
@@ -201,19 +283,42 @@ def main() -> None:
                 measure("CSV export (whole run)", lambda: reverse("runs:export_metrics", args=[paper.pk]), client,
                         max(5, args.repeat // 4), stream=True),
             ]
+            results += runs_table_measures(user, client, args.repeat)
             started = time.perf_counter()
             response = client.get(reverse("runs:export_rollouts", args=[paper.pk]))
             size = sum(len(chunk) for chunk in response.streaming_content)
             jsonl_s = time.perf_counter() - started
         finally:
             connections.close_all()
-    print(f"\n{'page':44} {'p50 ms':>9} {'p95 ms':>9}  n   target")
+    print_results(results)
+    print(f"rollouts JSONL export (whole run, once): {size / 1e6:.0f} MB in {jsonl_s:.1f} s")
+
+
+def print_results(results: list[tuple]) -> None:
+    print(f"\n{'page':56} {'p50 ms':>9} {'p95 ms':>9}  n   target")
     for name, p50, p95, n in results:
-        kind = "run data" if name.startswith("run data: metrics") else name.split(" ")[0]
+        kind = "run data" if name.startswith(("run data: metrics", "run data: API")) else name.split(" ")[0]
         target = TARGETS_MS.get(kind)
         verdict = "" if target is None else f"p95 < {target:.0f} ms: {'yes' if p95 < target else 'NO'}"
-        print(f"{name:44} {p50:9.1f} {p95:9.1f} {n:3d}  {verdict}")
-    print(f"rollouts JSONL export (whole run, once): {size / 1e6:.0f} MB in {jsonl_s:.1f} s")
+        print(f"{name:56} {p50:9.1f} {p95:9.1f} {n:3d}  {verdict}")
+
+
+def runs_table_only(args) -> None:
+    """`--only-runs-table`: seed the 10,000 runs alone and time the runs table."""
+    with throwaway_database(args.database) as url:
+        django_setup(url)
+        from django.contrib.auth import get_user_model
+        from django.db import connections
+        from django.test import Client
+
+        try:
+            user = get_user_model().objects.create_user("bench", password="bench-password-1")
+            client = Client()
+            client.force_login(user)
+            results = runs_table_measures(user, client, args.repeat)
+        finally:
+            connections.close_all()
+    print_results(results)
 
 
 if __name__ == "__main__":

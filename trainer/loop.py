@@ -39,6 +39,7 @@ from trainer.sampling import (
     propagate_rewards,
     round_robin,
 )
+from trainer.telemetry import SystemSampler
 from trainer.trajectory import Trajectory, apply_format_failure, jsonable, unique_calls
 
 PENALTY_PREFIX = "mhgpo_penalty_"
@@ -51,6 +52,12 @@ def resolve_device(config: RunConfig) -> torch.device:
     if config.device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' was asked for, but torch sees no GPU; use device 'auto' or 'cpu'.")
     return torch.device(config.device)
+
+
+def visible_gpus(device: torch.device) -> int:
+    """GPUs a run holds: the CUDA devices visible to this process when it trains on CUDA (a worker
+    confines a run with CUDA_VISIBLE_DEVICES), 0 on a CPU. The dashboard's GPU-hours use it."""
+    return torch.cuda.device_count() if device.type == "cuda" else 0
 
 
 def resolve_dtype(config: RunConfig, device: torch.device) -> torch.dtype:
@@ -122,6 +129,7 @@ class Trainer:
         self.dev_examples = dev
         self.stream = ExampleStream(train, seed=config.seed)
         self.device = resolve_device(config)
+        self.system = SystemSampler(self.device)  # system/* metrics of every step
         model_path = resolve_model_path(config, self.program, model_cache_dir)
         self.model, self.tokenizer = load_policy_model(
             model_path, device=self.device, dtype=resolve_dtype(config, self.device),
@@ -301,12 +309,14 @@ class Trainer:
     # --- one step --------------------------------------------------------------------------------
     def train_step(self, step: int) -> StepResult:
         started = time.perf_counter()
+        self.system.start_step()
         self._samples.clear()
         examples = self.stream.next_batch(self.config.examples_per_step)
         by_id = {example_id(e, i): e for i, e in enumerate(examples)}
         trajectories = self._score(self._rollouts(examples, step), by_id)
         raise_if_mostly_errors(trajectories, f"step {step}")  # a bug, not bad luck: fail the run
         sampled = time.perf_counter()
+        self.system.sampled()
         groups, rewards, advantages = self._groups_and_advantages(trajectories, step)
         assign_advantages(groups, advantages)
         batch = self._policy_examples(groups)
@@ -314,7 +324,9 @@ class Trainer:
         if self.config.backend == "vllm" and batch:
             path = self.updater.save_adapter(self.run_dir / "adapters" / "current")
             self.backend.update_adapter(path, version=self.updater.updates)
+        system = self.system.finish()
         metrics = self._metrics(trajectories, groups, rewards, advantages, update_stats)
+        metrics.update(system)
         metrics.update({"time/step_s": time.perf_counter() - started, "time/sampling_s": sampled - started,
                         "time/update_s": update_stats.get("seconds", 0.0)})
         return StepResult(metrics, trajectories, groups)
@@ -400,7 +412,8 @@ class Trainer:
         c = self.config
         if resume:
             self.resume()
-        self.reporter.status("running", attempt=self.attempt, step=self.step, total_steps=c.steps)
+        self.reporter.status("running", attempt=self.attempt, step=self.step, total_steps=c.steps,
+                             gpus=visible_gpus(self.device))
         try:
             while self.step < c.steps:
                 self.gate.wait_for(self.step + 1, self.reporter.should_stop)

@@ -56,6 +56,10 @@ INSTALLED_APPS = [
     "channels",
     "webapp.runs",
     "webapp.datasets",
+    "webapp.alerts",
+    "webapp.prefs",
+    "rest_framework",
+    "webapp.api",
 ]
 
 MIDDLEWARE = [
@@ -85,10 +89,26 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "webapp.alerts.context_processors.alert_badge",
             ],
         },
     },
 ]
+
+# --- Read API (webapp/api, Django REST framework): GET only, JSON only ---------------------------
+REST_FRAMEWORK = {
+    # A personal token first, so an unauthenticated request is answered 401 with its challenge.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "webapp.api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
+    "URL_FORMAT_OVERRIDE": None,  # one format: `?format=` is an ordinary (ignored) parameter
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
 
 # --- Database -------------------------------------------------------------------------------
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cohort.sqlite3'}")}
@@ -214,6 +234,18 @@ COHORT_DATASET_MAX_BYTES = env.int("COHORT_DATASET_MAX_BYTES", default=200 * 102
 if COHORT_DATASET_MAX_BYTES <= 0:
     raise ImproperlyConfigured(f"COHORT_DATASET_MAX_BYTES must be a positive number of bytes, not {COHORT_DATASET_MAX_BYTES}.")
 COHORT_DATASET_UPLOAD_DIR = env.path("COHORT_DATASET_UPLOAD_DIR", default=str(VAR_DIR / "dataset-uploads"))
+
+# --- Alerts (webapp/alerts): email through Django's mail backend, webhooks from a Celery task --
+# EMAIL_URL sets EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD and
+# EMAIL_USE_TLS / EMAIL_USE_SSL at once, e.g. smtp+tls://user:password@mail.example.org:587
+# (django-environ; percent-encode an @ in the password). Development prints emails to the console.
+_email = env.email_url("EMAIL_URL", default="smtp://localhost:25" if PRODUCTION else "consolemail://")
+globals().update({key: value for key, value in _email.items() if value not in (None, "")})
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="cohort@localhost")
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)  # seconds; an SMTP server that hangs cannot stall ingest
+# Where the dashboard is reached: the run links in alert emails and webhook payloads start with it.
+COHORT_BASE_URL = env.str("COHORT_BASE_URL", default="http://localhost:8000")
+ALERTS_WEBHOOK_TIMEOUT_S = env.float("ALERTS_WEBHOOK_TIMEOUT_S", default=5.0)
 
 # --- Production hardening (passes `manage.py check --deploy --fail-level WARNING`) ------------
 if PRODUCTION:

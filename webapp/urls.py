@@ -9,5 +9,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("alerts/", include("webapp.alerts.urls")),
+    path("api/", include("webapp.api.urls")),
+    path("", include("webapp.prefs.urls")),
     path("", include("webapp.runs.urls")),
 ]

@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from trainer.cli import STOP_FILE
@@ -34,7 +33,14 @@ from webapp.datasets.export import ExportError, task_export
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
 from webapp.runs.models import Run
-from webapp.runs.services import run_claim, run_discard_steps_after, run_finish, run_heartbeat
+from webapp.runs.services import (
+    run_claim,
+    run_directory,
+    run_discard_steps_after,
+    run_finish,
+    run_heartbeat,
+    run_record_gpus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +52,7 @@ T = TypeVar("T")
 
 
 def run_dir_for(run_id: int) -> Path:
-    return Path(settings.COHORT_RUNS_DIR) / f"run-{run_id}"
+    return run_directory(run_id)
 
 
 class EventTail:
@@ -137,6 +143,8 @@ class Supervisor:
             for event in events:
                 if event.get("type") == "status" and event.get("state") == "running":
                     run_discard_steps_after(self.run, attempt=int(event["attempt"]), step=int(event.get("step", 0)))
+                    if "gpus" in event:  # what this attempt trains on (0: a CPU)
+                        run_record_gpus(self.run.pk, int(event["gpus"]))
             stored = step_events_ingest(self.run, [e for e in events if e.get("type") == "step"])
         except outage_errors():  # an outage; any other error is a bug and fails the run
             log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)

@@ -1,32 +1,39 @@
 // Run comparison: one chart per chosen metric, one trace per run (downsampled on the server like
-// the run page). Clicking a point opens that run's step.
+// the run page), drawn through chart-controls.js (smoothing, log y, x by step / wall time / tokens
+// seen, synced hover, remembered legend). Clicking a point opens that run's step.
 (function () {
   "use strict";
 
-  window.addEventListener("DOMContentLoaded", () => {
+  const cc = window.cohortCharts;
+
+  window.addEventListener("DOMContentLoaded", async () => {
     const source = document.getElementById("compare-data");
     if (!source) return;
     const data = JSON.parse(source.textContent);
     const container = document.getElementById("compare-charts");
+    cc.init("compare", document.getElementById("chart-toolbar"));
+    await cc.ready; // the user's stored settings apply to the first draw
     for (const metric of data.metrics) {
       const div = document.createElement("div");
       div.className = "chart";
       div.id = "compare-" + metric.key.replace(/[^a-z0-9_]/gi, "-");
       container.appendChild(div);
-      const traces = data.runs.filter((run) => metric.traces[run.id]).map((run) => {
+      cc.register(div, {
+        title: metric.key, family: metric.key, height: 300,
+        onClick: (step, point) => {
+          location.href = point.data.meta.replace("/steps/0/", `/steps/${Math.round(Number(step))}/`);
+        },
+      });
+      const runs = data.runs.filter((run) => metric.traces[run.id]);
+      for (const run of runs) {
         const t = metric.traces[run.id];
-        return { type: t.total > 1000 ? "scattergl" : "scatter", mode: t.total > 1000 ? "lines" : "lines+markers",
-                 name: run.name, x: t.x, y: t.y, marker: { size: 4 }, meta: run.step_url, connectgaps: false };
-      });
-      Plotly.newPlot(div, traces, {
-        title: { text: metric.key, font: { size: 13 } }, height: 300, margin: { l: 50, r: 10, t: 36, b: 60 },
-        xaxis: { title: { text: "step", standoff: 4 } }, legend: { orientation: "h", y: -0.3 }, showlegend: true,
-      }, { responsive: true, displaylogo: false });
-      div.dataset.traces = String(traces.length);
-      div.on("plotly_click", (event) => {
-        const point = event.points && event.points[0];
-        if (point) location.href = point.data.meta.replace("/steps/0/", `/steps/${Math.round(point.x)}/`);
-      });
+        // A legend entry per run: two runs of the same name are told apart by their id.
+        const twin = data.runs.some((other) => other !== run && other.name === run.name);
+        cc.setSeries(div, twin ? `${run.name} (#${run.id})` : run.name, { key: run.step_url, steps: t.x, y: t.y, t: t.t || null, tokens: t.tokens || null,
+                                      long: t.total > 1000 });
+      }
+      cc.draw(div);
+      div.dataset.traces = String(runs.length);
     }
   });
 })();

@@ -4,7 +4,9 @@
 // next one, a reconnect, or a quiet socket while the run is active all lead back to HTTP from the
 // last seq seen (metrics.json?after=<seq>), so a dropped notice or a restarted Redis never loses a
 // point. Zooming a chart re-queries the visible step range at full resolution (series=...&from_step=
-// &to_step=); clicking a point opens that step's inspector.
+// &to_step=); clicking a point opens that step's inspector. Drawing (smoothing, log y, the x axis,
+// hover sync, legend memory, full width) is chart-controls.js's (window.cohortCharts); this file
+// keeps the data coming, and a step -> (wall time, tokens seen) table for the other x axes.
 (function () {
   "use strict";
 
@@ -14,6 +16,7 @@
   const MAX_POINTS = live.max_points || 2000; // points per trace the server sends at most
   const GL_ABOVE = 1000; // series longer than this are drawn with WebGL (scattergl)
   const HEATMAP_EVERY_MS = 15000;
+  const cc = window.cohortCharts;
 
   // Chart families in display order: [key prefix, title]. Keys are "<family>/<series>" or "<family>".
   const FAMILIES = [
@@ -39,23 +42,37 @@
     ["groups", "Groups per step"],
     ["time", "Step time (s)"],
     ["error_rate", "Rollouts that raised (share)"],
+    // The System section (trainer/telemetry.py): its own grid below the training charts.
+    ["system/memory", "GPU memory (GiB): allocated, reserved, peak in the step"],
+    ["system/gpu_util", "GPU utilisation (%)"],
+    ["system/gpu_power_w", "GPU power (W)"],
+    ["system/rss_gb", "Process memory (RSS, GiB)"],
+    ["system/time", "Sampling vs update time per step (s)"],
   ];
+  const SYSTEM_FAMILY = { gpu_mem_allocated_gb: "system/memory", gpu_mem_reserved_gb: "system/memory",
+                          gpu_mem_peak_gb: "system/memory", sample_s: "system/time", update_s: "system/time" };
 
   const state = {
     lastSeq: 0,
     attempt: live.attempt,
     runState: live.state,
-    charts: new Map(), // family -> {div, traces: Map(series -> index)}
+    charts: new Map(), // family -> {div, keys: Map(series -> metric key), downsampled, zoomed}
     socket: null,
     retryMs: 1000,
     fetching: null,
     lastNoticeAt: Date.now(),
     closedForGood: false,
     heatmapAt: 0,
+    axes: new Map(), // step -> {t: seconds since the first stored step, tokens: completion tokens seen}
+    clock: null, // {t, at}: the server's seconds-since-first-step at a local time, for live points
   };
   window.cohortRun = state; // read by the browser tests and handy in the console
 
   function seriesOf(key) {
+    if (key.startsWith("system/")) {
+      const name = key.slice("system/".length);
+      return [SYSTEM_FAMILY[name] || key, name];
+    }
     if (key.startsWith("eval/")) {
       const rest = key.slice("eval/reward/".length);
       return key.startsWith("eval/reward/") ? ["eval/reward", rest] : ["eval", key.slice(5)];
@@ -76,8 +93,10 @@
   function chartFor(family) {
     let chart = state.charts.get(family);
     if (chart) return chart;
-    document.getElementById("no-points")?.remove();
-    const container = document.getElementById("charts");
+    const system = family.startsWith("system/");
+    if (!system) document.getElementById("no-points")?.remove();
+    const container = document.getElementById(system ? "system-charts" : "charts");
+    if (system) document.getElementById("system-section").hidden = false;
     const div = document.createElement("div");
     div.className = "chart";
     div.id = "chart-" + family.replace(/[^a-z0-9_]/gi, "-");
@@ -87,15 +106,9 @@
     const rank = (f) => { const i = FAMILIES.findIndex(([p]) => p === f); return i < 0 ? FAMILIES.length : i; };
     const after = [...container.children].find((el) => rank(el.dataset.family) > rank(family));
     container.insertBefore(div, after || null);
-    Plotly.newPlot(div, [], {
-      title: { text: titleOf(family), font: { size: 13 } },
-      margin: { l: 50, r: 10, t: 36, b: 56 }, height: 260,
-      xaxis: { title: { text: "step", standoff: 4 } }, legend: { orientation: "h", y: -0.32 },
-      showlegend: true, uirevision: "keep",
-    }, { responsive: true, displaylogo: false });
-    chart = { div, traces: new Map(), keys: new Map(), downsampled: false, zoomed: false, zoomSeq: 0 };
+    cc.register(div, { title: titleOf(family), family, onClick: (step) => openStep(step) });
+    chart = { div, keys: new Map(), downsampled: false, zoomed: false, zoomSeq: 0 };
     state.charts.set(family, chart);
-    div.on("plotly_click", (event) => openStep(event.points && event.points[0] && event.points[0].x));
     div.on("plotly_relayout", (event) => onRelayout(chart, event));
     return chart;
   }
@@ -105,33 +118,33 @@
     location.href = live.step_url.replace("/steps/0/", `/steps/${Math.round(Number(step))}/`);
   }
 
-  function traceSpec(series, key, x, y, long) {
-    // WebGL for long series: SVG slows down past a few thousand points.
-    return { type: long ? "scattergl" : "scatter", mode: long ? "lines" : "lines+markers", name: series, meta: key,
-             x, y, marker: { size: 4 }, connectgaps: false };
-  }
-
-  // Plotly pads a constant series by +-1, so a learning rate of 0.002 sits on "0" between -1 and 1:
-  // give a constant non-zero chart a range around its own magnitude instead.
-  function fitConstant(chart) {
-    const ys = chart.div.data.flatMap((t) => t.y).filter((v) => typeof v === "number" && Number.isFinite(v));
-    if (!ys.length) return;
-    const lo = Math.min(...ys), hi = Math.max(...ys);
-    const constant = lo === hi && lo !== 0;
-    if (constant) {
-      const pad = Math.abs(lo) / 2;
-      Plotly.relayout(chart.div, { "yaxis.range": [lo - pad, hi + pad], "yaxis.autorange": false });
-    } else if (chart.fixedY) {
-      Plotly.relayout(chart.div, { "yaxis.autorange": true });
-    }
-    chart.fixedY = constant;
-  }
-
   function markPoints(chart) {
-    fitConstant(chart);
-    chart.div.dataset.points = String(Math.max(0, ...chart.div.data.map((t) => t.x.length)));
     chart.div.dataset.downsampled = String(chart.downsampled);
     chart.div.dataset.webgl = String(chart.div.data.some((t) => t.type === "scattergl"));
+  }
+
+  // The step -> (t, tokens) table: exact rows from the server (`axes` of a metrics.json answer),
+  // and the server's clock, so a point that arrives over the websocket gets its time too.
+  function absorbAxes(axes) {
+    if (!axes) return;
+    axes.step.forEach((step, i) => {
+      state.axes.set(step, { t: axes.t[i], tokens: axes.tokens ? axes.tokens[i] : null });
+    });
+    if (axes.now_t !== null && axes.now_t !== undefined) state.clock = { t: axes.now_t, at: Date.now() };
+    if (axes.tokens && axes.tokens.some((v) => v !== null)) state.hasTokens = true;
+  }
+
+  // A live point: its time is now on the server's clock (it was stored a moment ago), its tokens
+  // seen those of the newest known step plus its own completion tokens.
+  function estimateAxes(point) {
+    if (state.axes.has(point.step)) return;
+    let newest = null;
+    for (const [step, row] of state.axes) if (step < point.step && (!newest || step > newest[0])) newest = [step, row];
+    const own = point.metrics.completion_tokens;
+    const tokens = typeof own === "number" ? (newest && newest[1].tokens !== null ? newest[1].tokens : 0) + own : null;
+    const t = state.clock ? state.clock.t + (Date.now() - state.clock.at) / 1000 : null;
+    state.axes.set(point.step, { t, tokens });
+    if (tokens !== null) state.hasTokens = true;
   }
 
   // Draws a metrics.json series page: new traces are added, known ones replaced.
@@ -144,15 +157,14 @@
     }
     for (const [family, entries] of byChart) {
       const chart = chartFor(family);
-      const fresh = entries.filter(([, series]) => !chart.traces.has(series));
-      if (fresh.length) {
-        Plotly.addTraces(chart.div, fresh.map(([key, series, p]) => traceSpec(series, key, [], [], p.total > GL_ABOVE)));
-        fresh.forEach(([key, series]) => { chart.traces.set(series, chart.traces.size); chart.keys.set(series, key); });
+      for (const [key, series, p] of entries) {
+        chart.keys.set(series, key);
+        // WebGL for long series: SVG slows down past a few thousand points.
+        cc.setSeries(chart.div, series, { key, steps: p.x, y: p.y, long: p.total > GL_ABOVE });
       }
-      const indices = entries.map(([, series]) => chart.traces.get(series));
-      Plotly.restyle(chart.div, { x: entries.map(([, , p]) => p.x), y: entries.map(([, , p]) => p.y) }, indices);
+      cc.draw(chart.div);
       chart.downsampled = entries.some(([, , p]) => p.downsampled) ||
-        (chart.downsampled && entries.length < chart.traces.size);
+        (chart.downsampled && entries.length < chart.keys.size);
       markPoints(chart);
     }
   }
@@ -167,8 +179,10 @@
     const keys = [...chart.keys.values()];
     const params = new URLSearchParams({ series: keys.join(","), max_points: String(MAX_POINTS) });
     if (!reset) {
-      params.set("from_step", String(Math.max(0, Math.floor(Number(lo)))));
-      params.set("to_step", String(Math.max(0, Math.ceil(Number(hi)))));
+      const steps = cc.stepRange(chart.div, Number(lo), Number(hi)); // the range in the x axis' own units
+      if (!steps) return;
+      params.set("from_step", String(Math.max(0, Math.floor(steps[0]))));
+      params.set("to_step", String(Math.max(0, Math.ceil(steps[1]))));
     }
     const ticket = ++chart.zoomSeq; // a later zoom wins over an answer still on its way
     chart.div.dataset.resolution = "loading";
@@ -177,6 +191,7 @@
       if (!response.ok || ticket !== chart.zoomSeq) return;
       const page = await response.json();
       if (ticket !== chart.zoomSeq) return;
+      absorbAxes(page.axes);
       drawSeries(page.series);
       chart.zoomed = !reset;
       chart.div.dataset.resolution = Object.values(page.series).some((p) => p.downsampled) ? "downsampled" : "full";
@@ -189,34 +204,29 @@
   function plot(points) {
     const byChart = new Map();
     for (const point of points) {
+      estimateAxes(point);
       for (const [key, value] of Object.entries(point.metrics)) {
         const [family, series] = seriesOf(key);
-        if (!byChart.has(family)) byChart.set(family, new Map());
+        if (!byChart.has(family)) byChart.set(family, {});
         const perSeries = byChart.get(family);
-        if (!perSeries.has(series)) perSeries.set(series, { key, x: [], y: [] });
-        perSeries.get(series).x.push(point.step);
-        perSeries.get(series).y.push(value); // null (NaN at the source) draws a gap
+        if (!perSeries[series]) perSeries[series] = { key, steps: [], y: [] };
+        perSeries[series].steps.push(point.step);
+        perSeries[series].y.push(value); // null (NaN at the source) draws a gap
       }
     }
     for (const [family, perSeries] of byChart) {
       const chart = chartFor(family);
-      const fresh = [...perSeries.keys()].filter((s) => !chart.traces.has(s));
-      if (fresh.length) {
-        Plotly.addTraces(chart.div, fresh.map((s) => traceSpec(s, perSeries.get(s).key, [], [], false)));
-        fresh.forEach((s) => { chart.traces.set(s, chart.traces.size); chart.keys.set(s, perSeries.get(s).key); });
-      }
-      const indices = [], xs = [], ys = [];
-      for (const [series, data] of perSeries) {
-        indices.push(chart.traces.get(series)); xs.push(data.x); ys.push(data.y);
-      }
-      Plotly.extendTraces(chart.div, { x: xs, y: ys }, indices);
+      for (const [series, data] of Object.entries(perSeries)) chart.keys.set(series, data.key);
+      cc.append(chart.div, perSeries);
       markPoints(chart);
     }
   }
 
   function reset() {
-    for (const chart of state.charts.values()) { Plotly.purge(chart.div); chart.div.remove(); }
+    for (const chart of state.charts.values()) { cc.unregister(chart.div); Plotly.purge(chart.div); chart.div.remove(); }
     state.charts.clear();
+    state.axes.clear();
+    document.getElementById("system-section").hidden = true;
     state.lastSeq = 0;
     state.heatmapAt = 0;
   }
@@ -244,6 +254,7 @@
       const response = await fetch(`${live.metrics_url}?max_points=${MAX_POINTS}`, { credentials: "same-origin" });
       if (!response.ok) { say(`Could not load metrics (HTTP ${response.status}); retrying.`); return; }
       const page = await response.json();
+      absorbAxes(page.axes);
       if (page.last_seq > state.lastSeq) {
         state.attempt = Math.max(state.attempt, page.attempt);
         drawSeries(page.series);
@@ -301,6 +312,7 @@
           if (!response.ok) { say(`Could not load metrics (HTTP ${response.status}); retrying.`); return false; }
           const page = await response.json();
           const before = state.lastSeq;
+          absorbAxes(page.axes);
           accept(page.points.filter((p) => p.seq > state.lastSeq));
           showState(page.state, page.current_step);
           showBest(page.best_reward);
@@ -384,6 +396,9 @@
       event.preventDefault();
       openStep(parseInt(event.target.step.value, 10) || 1);
     });
+    cc.init("run", document.getElementById("chart-toolbar"));
+    cc.setLookup((step) => state.axes.get(step), () => !!state.hasTokens);
+    await cc.ready; // the user's stored settings and legend choices apply to the first draw
     await loadOverview();
     loadHeatmaps();
     refetch();

@@ -138,3 +138,17 @@ def test_jsonl_reporter_stop_file_and_torn_lines(tmp_path):
         handle.write('{"type": "step", "ste')  # a crash mid-write
     events = read_events(tmp_path / "events.jsonl")
     assert len(events) == 1 and events[0]["metrics"] == {"reward/mean": None}
+
+
+def test_the_running_status_says_how_many_gpus_the_run_holds(tmp_path, model_cache):
+    """The dashboard's GPU-hours come from this count: 0 on a CPU, the visible CUDA devices on a GPU."""
+    import torch
+
+    from trainer.loop import visible_gpus
+
+    _, reporter, _ = run(toy_config(steps=1, device="cpu"), tmp_path, "gpus", model_cache=model_cache)
+    state, info = reporter.statuses[0]
+    assert state == "running" and info["gpus"] == 0
+    assert visible_gpus(torch.device("cpu")) == 0
+    if torch.cuda.is_available():
+        assert visible_gpus(torch.device("cuda")) == torch.cuda.device_count() >= 1

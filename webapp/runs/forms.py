@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
+import shlex
 from typing import Any
 
 from django import forms
@@ -18,6 +21,7 @@ from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.runs.catalog import unavailable_program_names
 from webapp.runs.models import Program, Run, Task
+from webapp.runs.selectors import DEFAULT_SORT, RUN_SORTS, RunSearch
 
 # Filled from the task, or not user-facing (the worker exports the task's dataset to these files).
 NOT_ON_FORM = {"program", "train_data", "dev_data", "corpus_data"}
@@ -96,6 +100,39 @@ class RewardsField(forms.CharField):
         return rewards
 
 
+TAG = re.compile(r"[a-z0-9][a-z0-9._-]*")
+MAX_TAGS = 20
+MAX_TAG_CHARS = 40
+CONFIG_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_-]+)*")
+CONFIG_KEY_ALIASES = {"lr": "learning_rate"}  # what W&B users type
+
+
+class TagsField(forms.CharField):
+    """Tags typed as `baseline, gdpo` (commas or spaces): lowercased, each a slug of at most 40
+    characters, at most 20, repeats dropped."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("help_text", f"Up to {MAX_TAGS} short labels, e.g. baseline, gdpo-sweep.")
+        super().__init__(required=False, max_length=MAX_TAGS * (MAX_TAG_CHARS + 2), **kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value):
+        text = super().to_python(value).lower()
+        tags = list(dict.fromkeys(t for t in re.split(r"[,\s]+", text) if t))
+        bad = [t for t in tags if not TAG.fullmatch(t)]
+        if bad:
+            raise forms.ValidationError(
+                f"Tags are letters, digits and . _ - (starting with a letter or digit): not {', '.join(bad[:3])}.")
+        long = [t for t in tags if len(t) > MAX_TAG_CHARS]
+        if long:
+            raise forms.ValidationError(f"A tag has at most {MAX_TAG_CHARS} characters: {long[0][:50]!r} is longer.")
+        if len(tags) > MAX_TAGS:
+            raise forms.ValidationError(f"At most {MAX_TAGS} tags ({len(tags)} given).")
+        return tags
+
+
 def _form_field(f: dataclasses.Field) -> forms.Field:
     help_text = f.metadata.get("help", "")
     annotation = str(f.type)
@@ -151,6 +188,9 @@ class RunLaunchForm(forms.Form):
                                      empty_label=None, widget=ProgramSelect,
                                      help_text="The LM program whose modules are trained.")
     name = forms.CharField(required=False, max_length=200, help_text="Optional label shown in the runs list.")
+    tags = TagsField()
+    notes = forms.CharField(required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 2}),
+                            help_text="Optional: what this run tries (editable later).")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -165,7 +205,8 @@ class RunLaunchForm(forms.Form):
     def grouped_fields(self) -> list[tuple[str, list[forms.BoundField], bool]]:
         """(title, bound fields, open) in form order, for the template's foldable fieldsets: the groups
         of OPEN_GROUPS are open, the advanced ones folded unless one of their fields has an error."""
-        groups: dict[str, list[forms.BoundField]] = {"task": [self["task"], self["program"], self["name"]]}
+        groups: dict[str, list[forms.BoundField]] = {
+            "task": [self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
         for f in CONFIG_FIELDS:
             groups.setdefault(f.metadata.get("group", "model"), []).append(self[f.name])
         order = list(GROUP_TITLES)
@@ -214,8 +255,64 @@ class RunLaunchForm(forms.Form):
                                       f"{task.name!r} has a {task.dataset.kind} dataset.")
 
 
+class RunDetailsForm(forms.Form):
+    """What a user may change on a run at any time: its name, tags and notes."""
+
+    name = forms.CharField(required=False, max_length=200)
+    tags = TagsField()
+    notes = forms.CharField(required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+def parse_search(text: str) -> RunSearch:
+    """The runs table's search box, terms separated by spaces (quote a term holding spaces):
+
+    - `tag:baseline`: a tag equals it;
+    - `estimator=gdpo`, `learning_rate=1e-5`, `rewards.0.name=f1`: the config value at that key
+      path equals it (numbers, true/false and null compare as JSON values, anything else as text);
+    - anything else: the name contains it, or a tag does.
+    """
+    try:
+        terms = shlex.split(text)
+    except ValueError:
+        raise forms.ValidationError("A quote is not closed: write \"two words\" or 'two words'.") from None
+    texts, tags, config = [], [], []
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    for term in terms:
+        if term.lower().startswith("tag:"):
+            tag = term[4:].lower()
+            if not tag:
+                raise forms.ValidationError("'tag:' needs a tag after it, e.g. tag:baseline.")
+            tags.append(tag)
+        elif "=" in term:
+            key, _, raw = term.partition("=")
+            if not CONFIG_KEY.fullmatch(key) or "__" in key:
+                raise forms.ValidationError(f"{key!r} is not a config key: write key=value, e.g. estimator=gdpo.")
+            path = key.split(".")
+            path[0] = CONFIG_KEY_ALIASES.get(path[0], path[0])
+            if path[0] not in known:
+                raise forms.ValidationError(
+                    f"Unknown config key {key!r}: use a launch form field name, e.g. strategy, estimator, "
+                    f"learning_rate, group_size, model.")
+            config.append((tuple(path), _json_value(raw)))
+        else:
+            texts.append(term)
+    return RunSearch(text=tuple(texts), tags=tuple(tags), config=tuple(config))
+
+
+def _json_value(raw: str) -> Any:
+    """A number, true, false or null as its JSON value; any other text as a string."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    if value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return raw
+
+
 class RunFilterForm(forms.Form):
-    """The runs list filters (GET). An unknown value is a 400, not an empty page."""
+    """The runs table's filters, search, sort and page (GET). An unknown value is a 400 with the
+    reason, not an empty page."""
 
     state = forms.ChoiceField(required=False, choices=[("", "any state"), *Run.State.choices])
     task = forms.ModelChoiceField(required=False, queryset=Task.objects.all(), to_field_name="name",
@@ -223,4 +320,31 @@ class RunFilterForm(forms.Form):
     program = forms.ModelChoiceField(required=False, queryset=Program.objects.all(), to_field_name="name",
                                      empty_label="any program")
     owner = forms.CharField(required=False, max_length=150)
-    q = forms.CharField(required=False, max_length=200, label="Name contains")
+    q = forms.CharField(required=False, max_length=500, label="Search")
+    archived = forms.BooleanField(required=False, label="Show archived")
+    sort = forms.CharField(required=False, max_length=40)
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def clean_q(self):
+        return self.cleaned_data["q"].strip()
+
+    def clean_sort(self):
+        sort = self.cleaned_data["sort"] or DEFAULT_SORT
+        if sort.removeprefix("-") not in RUN_SORTS:
+            raise forms.ValidationError(f"Cannot sort by {sort!r}: choose one of {', '.join(RUN_SORTS)} "
+                                        f"(prefix - for descending).")
+        return sort
+
+    def clean(self):
+        cleaned = super().clean()
+        if "q" in cleaned:
+            try:
+                cleaned["search"] = parse_search(cleaned["q"])
+            except forms.ValidationError as exc:
+                self.add_error("q", exc)
+        return cleaned
+
+    def selector_kwargs(self) -> dict[str, Any]:
+        """The arguments of `run_list_filtered` (after is_valid())."""
+        names = ("state", "task", "program", "owner", "search", "archived", "sort")
+        return {name: self.cleaned_data[name] for name in names}

@@ -23,9 +23,12 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
+from webapp.alerts.services import evaluate_step_metrics
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 
 BATCH_SIZE = 2000
+REWARD_KEY = "reward/mean"  # trainer.loop's training reward; best, last reward of the runs table
+EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.loop.Trainer.evaluate
 MAX_ERROR_CHARS = 10_000  # the trainer sends at most 2,000 (trainer.failures.describe_error)
 
 
@@ -74,11 +77,24 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
             rows.add_step(locked.pk, event)
         _write(rows)
         last = fresh[-1]
-        rewards = [m.metrics.get("reward/mean") for m in metrics if m.metrics.get("reward/mean") is not None]
+        rewards = [m.metrics.get(REWARD_KEY) for m in metrics if m.metrics.get(REWARD_KEY) is not None]
         best = max([locked.best_reward, *rewards], key=lambda v: -math.inf if v is None else v) if rewards else locked.best_reward
         Run.objects.filter(pk=locked.pk).update(
-            last_seq=seq, current_step=max(locked.current_step, int(last["step"])), best_reward=best)
+            last_seq=seq, current_step=max(locked.current_step, int(last["step"])), best_reward=best,
+            last_reward=_newest(metrics, REWARD_KEY, locked.last_reward),
+            last_eval_reward=_newest(metrics, EVAL_REWARD_KEY, locked.last_eval_reward))
+        # Alert rules read the committed rows; robust: an alert problem never fails the ingest.
+        transaction.on_commit(lambda: evaluate_step_metrics(locked, metrics), robust=True)
     return metrics
+
+
+def _newest(metrics: list[StepMetric], key: str, stored: float | None) -> float | None:
+    """The value of `key` in the newest of these steps that has one; `stored` when none has (an
+    evaluation runs every eval_every steps, so most steps carry no eval reward)."""
+    for metric in reversed(metrics):
+        if metric.metrics.get(key) is not None:
+            return metric.metrics[key]
+    return stored
 
 
 def _fresh_events(run: Run, events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,9 +5,14 @@ re-shipping a step that is already stored is a no-op (idempotent ingest).
 """
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
+from django.dispatch import Signal
 from django.utils import timezone
+
+# Sent (kwarg `run`) after the commit of every successful `Run.transition`; alerts listen to it
+# (webapp/alerts/apps.py), so the run state machine needs no knowledge of who watches it.
+run_state_changed = Signal()
 
 
 class Program(models.Model):
@@ -116,6 +121,9 @@ class Run(models.Model):
     current_step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
     best_reward = models.FloatField(null=True, blank=True)
+    last_reward = models.FloatField(null=True, blank=True, help_text="reward/mean of the newest stored step.")
+    last_eval_reward = models.FloatField(
+        null=True, blank=True, help_text="eval/reward/mean of the newest stored step that evaluated.")
     last_seq = models.PositiveBigIntegerField(default=0, help_text="Highest StepMetric.seq stored.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="Host and pid of the claiming worker.")
@@ -124,12 +132,22 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    tags = models.JSONField(default=list, blank=True, help_text="Short lowercase labels, e.g. ['baseline', 'gdpo'].")
+    notes = models.TextField(blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True, help_text="Hidden from the runs table unless asked.")
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="CUDA devices the trainer used (0: CPU).")
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
             models.Index(fields=["state", "heartbeat_at"], name="run_state_heartbeat"),
+            # The runs table's orders (selectors.run_ordering), so a page of 50 is read in index order
+            # instead of sorting every visible run; the id breaks ties. Reward columns sorted high to
+            # low (NULLS LAST) have PostgreSQL-only indexes in migration 0006 (SQLite cannot index NULLS LAST).
+            models.Index(fields=["-created_at", "-id"], name="run_created"),
+            models.Index(fields=["name", "id"], name="run_name"),
+            models.Index(fields=["best_reward", "id"], name="run_best_reward"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(attempt__gte=1), name="run_attempt_positive"),
@@ -155,6 +173,8 @@ class Run(models.Model):
         self.check_transition(source, target)
         updated = Run.objects.filter(pk=self.pk, state=source).update(state=target, **changes)
         self.refresh_from_db()
+        if updated == 1:
+            transaction.on_commit(lambda: run_state_changed.send(sender=Run, run=self), robust=True)
         return updated == 1
 
     @property

@@ -1,7 +1,14 @@
 """Read-side queries for runs. Views and consumers fetch objects only through these scoped getters,
 so a stranger's id is a 404 everywhere, never a leak and never a bare `.get(id=)`."""
 
-from django.db.models import QuerySet
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import DurationField, ExpressionWrapper, F, IntegerField, OrderBy, Q, QuerySet
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, Now
 from django.http import Http404
 
 from webapp.runs.models import Run, StepMetric
@@ -37,9 +44,43 @@ def step_metrics_after(run: Run, *, after_seq: int, limit: int) -> list[dict]:
     return list(rows)
 
 
-def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: str = "", q: str = "") -> QuerySet[Run]:
-    """`run_list_for_user` narrowed by the runs list filters (empty values do not filter)."""
+# The runs table's sort keys (`?sort=key` ascending, `?sort=-key` descending) and their columns.
+# Every order ends with the id, so rows with equal values keep one order across pages.
+RUN_SORTS: dict[str, str] = {
+    "name": "name", "state": "state", "task": "task__name", "steps": "current_step",
+    "last_reward": "last_reward", "best_reward": "best_reward", "last_eval_reward": "last_eval_reward",
+    "duration": "elapsed", "gpu_hours": "gpu_elapsed", "owner": "owner__username", "created": "created_at",
+}
+DEFAULT_SORT = "-created"
+# What a table row shows (notes: its inline edit form); not the config (annotated instead) or the error.
+TABLE_FIELDS = (
+    "id", "name", "state", "current_step", "total_steps", "best_reward", "last_reward", "last_eval_reward",
+    "tags", "notes", "archived_at", "gpus", "created_at", "started_at", "finished_at", "task__name", "task__title",
+    "task__program__name", "task__program__title", "owner__username",
+)
+
+
+@dataclass(frozen=True)
+class RunSearch:
+    """A parsed search box: every part must match (see RunFilterForm for the syntax)."""
+
+    text: tuple[str, ...] = ()  # a run's name contains it, or one of its tags does
+    tags: tuple[str, ...] = ()  # a tag equals it
+    config: tuple[tuple[tuple[str, ...], Any], ...] = ()  # (key path, JSON value) equals the config's
+
+
+def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: str = "", q: str = "",
+                      search: RunSearch | None = None, archived: bool = False, sort: str = DEFAULT_SORT,
+                      **_ignored) -> QuerySet[Run]:
+    """`run_list_for_user` narrowed by the runs table's filters (empty values do not filter), in
+    `sort` order, as table rows: strategy and estimator annotated, the config itself not loaded.
+
+    `q` alone is a name search (callers that do not parse the search box); `search` is the parsed
+    box. Archived runs are left out unless `archived`.
+    """
     runs = run_list_for_user(user)
+    if not archived:
+        runs = runs.filter(archived_at__isnull=True)
     if state:
         runs = runs.filter(state=state)
     if task is not None:
@@ -48,6 +89,52 @@ def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: 
         runs = runs.filter(task__program=program)
     if owner:
         runs = runs.filter(owner__username=owner)
-    if q:
-        runs = runs.filter(name__icontains=q)
+    if search is None and q:
+        search = RunSearch(text=(q,))
+    if search is not None:
+        runs = _searched(runs, search)
+    runs = runs.only(*TABLE_FIELDS).annotate(
+        strategy=KT("config__strategy"), estimator=KT("config__estimator"),
+        elapsed=ELAPSED, gpu_elapsed=ExpressionWrapper(ELAPSED * GPUS, output_field=DurationField()),
+    )
+    return runs.order_by(*run_ordering(sort))
+
+
+# SQLite multiplies a duration by an IntegerField only (not a PositiveSmallIntegerField).
+GPUS = ExpressionWrapper(F("gpus"), output_field=IntegerField())
+ELAPSED = ExpressionWrapper(Coalesce(F("finished_at"), Now()) - F("started_at"), output_field=DurationField())
+
+
+# Sort keys whose column can be empty: those runs come last either way. (NULLS LAST on a NOT NULL
+# column would stop PostgreSQL from reading it in index order.)
+NULLABLE_SORTS = frozenset({"last_reward", "best_reward", "last_eval_reward", "duration", "gpu_hours"})
+
+
+def run_ordering(sort: str) -> list[OrderBy]:
+    """ORDER BY for a sort key of RUN_SORTS (KeyError otherwise), the id breaking ties. The reward
+    columns have indexes in these orders (Run.Meta.indexes; high to low: migration 0006, PostgreSQL)."""
+    key = sort.removeprefix("-")
+    descending = sort.startswith("-")
+    nulls_last = True if key in NULLABLE_SORTS else None
+    column = F(RUN_SORTS[key])
+    first = column.desc(nulls_last=nulls_last) if descending else column.asc(nulls_last=nulls_last)
+    return [first, F("id").desc() if descending else F("id").asc()]
+
+
+def _searched(runs: QuerySet[Run], search: RunSearch) -> QuerySet[Run]:
+    for text in search.text:
+        # Tags are slugs, so a slug-like text can only match inside one tag of the stored JSON text.
+        matches = Q(name__icontains=text)
+        if TAG_TEXT.fullmatch(text):
+            matches |= Q(tags__icontains=text)
+        runs = runs.filter(matches)
+    for tag in search.tags:
+        # The quoted tag in the list's JSON text: exact, on PostgreSQL and SQLite alike.
+        runs = runs.filter(tags__icontains=json.dumps(tag))
+    for path, value in search.config:
+        # `__exact` last: a key named like a lookup (`contains`) stays a key.
+        runs = runs.filter(**{"config__" + "__".join(path) + "__exact": value})
     return runs
+
+
+TAG_TEXT = re.compile(r"[a-z0-9][a-z0-9._-]*", re.IGNORECASE)

@@ -1,5 +1,6 @@
 """Metric series for the charts: per-series arrays from StepMetric rows, server-side downsampling of
-long series (MinMaxLTTB, tsdownsample), the per-module heatmaps and the run comparison.
+long series (MinMaxLTTB, tsdownsample), the x-axis alternatives (wall time, tokens seen), the
+per-module heatmaps and the run comparison.
 
 A series is one metric key (`reward/mean`, `group_var/rewriter`, ...) as (step, value) pairs. When a
 step was stored by several attempts (a resumed run re-does the steps after its checkpoint), the
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection
 from django.db.models.fields.json import KeyTransform
+from django.utils import timezone
 from tsdownsample import MinMaxLTTBDownsampler
 
 from webapp.runs.models import Run, StepMetric
@@ -110,6 +112,56 @@ def series_payload(series: Series, max_points: int) -> dict:
     }
 
 
+# The per-step metric whose running sum is "tokens seen" (trainer/loop.py reports it per step).
+TOKENS_KEY = "completion_tokens"
+
+
+def _axes_table(rows: Iterable[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, object]:
+    """rows in seq order: (seq, step, created_at, completion tokens or None). Per step (the newest
+    row wins, as for the series): seconds since the run's first stored row, and the completion tokens
+    seen up to and including that step (None when no step reported any). Also the first created_at."""
+    by_step: dict[int, tuple] = {}
+    first = None
+    for _seq, step, created_at, tokens in rows:
+        first = created_at if first is None or created_at < first else first
+        by_step[step] = (created_at, tokens)
+    steps = np.fromiter(sorted(by_step), dtype=np.int64, count=len(by_step))
+    t = np.asarray([(by_step[s][0] - first).total_seconds() for s in steps.tolist()], dtype=float)
+    per_step = [_finite_or_none(by_step[s][1]) for s in steps.tolist()]
+    tokens = None
+    if any(v is not None for v in per_step):
+        tokens = np.cumsum([v or 0.0 for v in per_step], dtype=float)  # a step without the key adds nothing
+    return steps, t, tokens, first
+
+
+def _pick(table_steps: np.ndarray, values: np.ndarray | None, steps: np.ndarray) -> list | None:
+    if values is None:
+        return None
+    idx = np.searchsorted(table_steps, steps)
+    return values[np.clip(idx, 0, max(0, table_steps.size - 1))].tolist() if table_steps.size else []
+
+
+def step_axes(run: Run, steps: Iterable[int]) -> dict:
+    """The x-axis alternatives of the charts for `steps` (ascending, unique): `t`, seconds since the
+    run's first stored step (StepMetric.created_at), and `tokens`, cumulative completion tokens (None
+    when the run reports none). `now_t` is the present on the same clock, so a browser can place a
+    point that arrives over the websocket without a stored time. One query (two fields per row)."""
+    wanted = np.unique(np.fromiter((int(s) for s in steps), dtype=np.int64))
+    if not wanted.size:  # an empty page (nothing new yet): only the clock, from the first stored row
+        first = StepMetric.objects.filter(run=run).order_by("seq").values_list("created_at", flat=True).first()
+        return {"step": [], "t": [], "tokens": [],
+                "now_t": None if first is None else (timezone.now() - first).total_seconds()}
+    # Tokens seen at a step need every step before it, so the rows up to the last wanted step are read.
+    rows = (StepMetric.objects.filter(run=run, step__lte=int(wanted[-1])).order_by("seq").annotate(tokens=KeyTransform(TOKENS_KEY, "metrics"))
+            .values_list("seq", "step", "created_at", "tokens"))
+    table_steps, t, tokens, first = _axes_table(rows.iterator(chunk_size=5000))
+    wanted = wanted[np.isin(wanted, table_steps)]
+    return {
+        "step": wanted.tolist(), "t": _pick(table_steps, t, wanted), "tokens": _pick(table_steps, tokens, wanted),
+        "now_t": None if first is None else (timezone.now() - first).total_seconds(),
+    }
+
+
 def metric_heatmap(run: Run, family: str, *, max_columns: int) -> dict:
     """Rows: modules; columns: steps (equal-width step bins of their mean when the run has more
     steps than `max_columns`); z: the `<family>/<module>` values (None where unknown)."""
@@ -175,17 +227,24 @@ def compared_series(runs: Sequence[Run], keys: Sequence[str], *, max_points: int
         return {}
     annotations = {f"k{i}": KeyTransform(key, "metrics") for i, key in enumerate(keys)}
     rows = (StepMetric.objects.filter(run__in=[r.pk for r in runs]).order_by("run_id", "seq")
-            .annotate(**annotations).values_list("run_id", "seq", "step", *annotations))
+            .annotate(_tokens=KeyTransform(TOKENS_KEY, "metrics"), **annotations)
+            .values_list("run_id", "seq", "step", "created_at", "_tokens", *annotations))
     per_run: dict[int, list[tuple]] = {}
     for row in rows.iterator(chunk_size=2000):
         per_run.setdefault(row[0], []).append(row[1:])
     out: dict[str, dict[int, dict]] = {key: {} for key in keys}
     for run in runs:
-        raw, _ = _collect(per_run.get(run.pk, []), list(keys))
+        run_rows = per_run.get(run.pk, [])
+        raw, _ = _collect([(r[0], r[1], *r[4:]) for r in run_rows], list(keys))
+        table_steps, t, tokens, _ = _axes_table(r[:4] for r in run_rows)
         for key, by_step in raw.items():
             steps = np.fromiter(sorted(by_step), dtype=np.int64, count=len(by_step))
             values = np.asarray([np.nan if by_step[s] is None else by_step[s] for s in steps.tolist()], dtype=float)
-            out[key][run.pk] = series_payload(Series(steps, values), max_points)
+            payload = series_payload(Series(steps, values), max_points)
+            # Each point's wall time and tokens seen, for the x-axis choice of the compare page.
+            x = np.asarray(payload["x"], dtype=np.int64)
+            payload["t"], payload["tokens"] = _pick(table_steps, t, x), _pick(table_steps, tokens, x)
+            out[key][run.pk] = payload
     return out
 
 

@@ -4,13 +4,29 @@ of the run state machine (`Run.TRANSITIONS`), applied with a compare-and-set UPD
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from trainer.config import RunConfig
 from webapp.celery import app as celery_app
-from webapp.runs.models import Group, InvalidTransition, Rollout, Run, StepMetric, Task
+from webapp.runs.models import (
+    Group,
+    GroupMember,
+    InvalidTransition,
+    ModuleCall,
+    Rollout,
+    Run,
+    StepMetric,
+    Task,
+)
+
+log = logging.getLogger(__name__)
 
 TRAIN_TASK = "workers.tasks.run_train_task"
 
@@ -20,11 +36,12 @@ def _enqueue_training(run: Run) -> None:
     transaction.on_commit(lambda: celery_app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu"))
 
 
-def run_create(*, owner, task: Task, config: RunConfig, name: str = "") -> Run:
+def run_create(*, owner, task: Task, config: RunConfig, name: str = "", tags: list[str] | None = None,
+               notes: str = "") -> Run:
     """A queued run of `task` with a validated config; training is enqueued after commit."""
     with transaction.atomic():
         run = Run.objects.create(owner=owner, task=task, name=name, config=config.to_dict(),
-                                 total_steps=config.steps, state=Run.State.QUEUED)
+                                 total_steps=config.steps, state=Run.State.QUEUED, tags=list(tags or []), notes=notes)
         _enqueue_training(run)
     return run
 
@@ -95,3 +112,100 @@ def run_discard_steps_after(run: Run, *, attempt: int, step: int) -> None:
     StepMetric.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Rollout.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Group.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
+
+
+def run_directory(run_id: int) -> Path:
+    """Where the worker keeps a run's event log, exported data and checkpoints."""
+    return Path(settings.COHORT_RUNS_DIR) / f"run-{run_id}"
+
+
+def run_record_gpus(run_id: int, gpus: int) -> None:
+    """The GPUs the trainer reported when it started an attempt (its `running` status event)."""
+    Run.objects.filter(pk=run_id).update(gpus=max(0, min(int(gpus), 32767)))
+
+
+def run_update_details(run: Run, *, name: str, tags: list[str], notes: str) -> Run:
+    """Name, tags and notes: the labels a user may change at any time, whatever the run's state."""
+    Run.objects.filter(pk=run.pk).update(name=name, tags=list(tags), notes=notes)
+    run.name, run.tags, run.notes = name, list(tags), notes
+    return run
+
+
+def runs_set_archived(runs: Iterable[Run], archived: bool) -> int:
+    """Archive (hide from the runs table by default) or unarchive runs; returns how many changed.
+    Archiving keeps everything: an archived run opens, compares and exports as before."""
+    ids = [r.pk for r in runs]
+    if archived:
+        return Run.objects.filter(pk__in=ids, archived_at__isnull=True).update(archived_at=timezone.now())
+    return Run.objects.filter(pk__in=ids, archived_at__isnull=False).update(archived_at=None)
+
+
+class RunsActive(Exception):
+    """Deleting was refused: these runs are queued, running or cancelling."""
+
+    def __init__(self, runs: list[Run]):
+        self.runs = runs
+        names = ", ".join(f"{r} ({r.state})" for r in runs)
+        super().__init__(f"{names} {'is' if len(runs) == 1 else 'are'} still active: cancel first, then delete.")
+
+
+def runs_delete(runs: Iterable[Run]) -> int:
+    """Deletes finished runs with everything they recorded, then (after commit) their directories.
+
+    Refuses the whole request with RunsActive when any run is queued, running or cancelling: its
+    worker still writes to the run. Returns how many runs were deleted.
+    """
+    ids = sorted({r.pk for r in runs})
+    with transaction.atomic():
+        locked = list(Run.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+        active = [r for r in locked if r.is_active]
+        if active:
+            raise RunsActive(active)
+        directories = [run_directory(r.pk) for r in locked] + [Path(r.checkpoint_dir) for r in locked if r.checkpoint_dir]
+        _delete_recorded_rows(ids)
+        deleted = Run.objects.filter(pk__in=ids).delete()[1].get(Run._meta.label, 0)
+        transaction.on_commit(lambda: _remove_directories(directories))
+    return deleted
+
+
+def _delete_recorded_rows(run_ids: list[int]) -> None:
+    """The bulk of a run (calls, members, rollouts): one DELETE per table, children first. Django's
+    cascade would load every rollout and call into memory first (a long run holds millions)."""
+    quote = connection.ops.quote_name
+    groups = Group.objects.filter(run_id__in=run_ids).values("pk")
+    rollouts = Rollout.objects.filter(run_id__in=run_ids).values("pk")
+    calls = ModuleCall.objects.filter(rollout__run_id__in=run_ids).values("pk")
+    steps = [
+        (GroupMember, "group_id", groups), (GroupMember, "call_id", calls), (ModuleCall, "rollout_id", rollouts),
+        (Group, "run_id", None), (StepMetric, "run_id", None),
+    ]
+    with connection.cursor() as cursor:
+        for model, column, subquery in steps:
+            if subquery is None:
+                where, params = f"{quote(column)} IN ({', '.join(['%s'] * len(run_ids))})", list(run_ids)
+            else:
+                sql, params = subquery.query.sql_with_params()
+                where = f"{quote(column)} IN ({sql})"
+            cursor.execute(f"DELETE FROM {quote(model._meta.db_table)} WHERE {where}", params)
+        # A fork's parent is a rollout of the same run: clear the links, then the rollouts go at once.
+        table = quote(Rollout._meta.db_table)
+        marks = ", ".join(["%s"] * len(run_ids))
+        cursor.execute(f"UPDATE {table} SET {quote('parent_id')} = NULL WHERE {quote('run_id')} IN ({marks}) "
+                       f"AND {quote('parent_id')} IS NOT NULL", list(run_ids))
+        cursor.execute(f"DELETE FROM {table} WHERE {quote('run_id')} IN ({marks})", list(run_ids))
+
+
+def _remove_directories(directories: list[Path]) -> None:
+    """Removes run directories that lie inside COHORT_RUNS_DIR (never anything else); a missing one is fine."""
+    root = Path(settings.COHORT_RUNS_DIR).resolve()
+    for directory in directories:
+        path = directory.resolve()
+        if path == root or root not in path.parents:
+            log.warning("not removing %s: it is outside the runs directory %s", path, root)
+            continue
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            log.warning("could not remove run directory %s", path, exc_info=True)

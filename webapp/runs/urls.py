@@ -1,12 +1,12 @@
 from django.urls import path
 
-from webapp.runs import views
+from webapp.runs import history_views, table_views, views
 
 app_name = "runs"
 
 urlpatterns = [
-    path("", views.run_list, name="list"),
-    path("runs/", views.run_list, name="list_under_runs"),  # every run lives under /runs/<id>/
+    path("", table_views.run_list, name="list"),
+    path("runs/", table_views.run_list, name="list_under_runs"),  # every run lives under /runs/<id>/
     path("runs/new", views.run_new, name="new"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel", views.run_cancel_view, name="cancel"),
@@ -16,8 +16,14 @@ urlpatterns = [
     path("runs/<int:run_id>/steps/<int:step>/", views.run_step, name="step"),
     path("runs/<int:run_id>/steps/<int:step>/trajectories", views.run_trajectories, name="trajectories"),
     path("runs/<int:run_id>/groups/<int:group_id>/", views.run_group, name="group"),
+    path("runs/<int:run_id>/examples/", history_views.example_history, name="example_history_query"),
+    path("runs/<int:run_id>/examples/<path:example_id>/", history_views.example_history, name="example_history"),
     path("runs/<int:run_id>/calls/<int:call_id>/prompt", views.run_call_prompt, name="call_prompt"),
     path("runs/<int:run_id>/export/metrics.csv", views.run_export_metrics, name="export_metrics"),
     path("runs/<int:run_id>/export/rollouts.jsonl", views.run_export_rollouts, name="export_rollouts"),
     path("runs/compare", views.run_compare, name="compare"),
+    path("runs/actions", table_views.runs_action, name="actions"),
+    path("runs/<int:run_id>/edit", table_views.run_edit, name="edit"),
+    path("runs/<int:run_id>/archive", table_views.run_archive_view, name="archive"),
+    path("runs/<int:run_id>/unarchive", table_views.run_unarchive_view, name="unarchive"),
 ]

@@ -6,11 +6,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from webapp.runs import export, groups, inspect, present, series
-from webapp.runs.forms import RunFilterForm, RunLaunchForm
+from webapp.runs import divergence, export, groups, inspect, present, series
+from webapp.runs.forms import RunLaunchForm
 from webapp.runs.launch import config_defaults, preset_choices
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
-from webapp.runs.selectors import run_get_for_user, run_list_filtered, run_list_for_user, step_metrics_after
+from webapp.runs.params import BadParam
+from webapp.runs.params import int_param as _int_param
+from webapp.runs.selectors import run_get_for_user, run_list_for_user, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 
 METRICS_PAGE_LIMIT = 5000
@@ -25,38 +27,10 @@ COMPARE_MAX_RUNS = 8
 COMPARE_MAX_METRICS = 12
 
 
-class BadParam(ValueError):
-    """A query parameter that cannot be used: answered with 400 and this message."""
-
-
-def _int_param(request, name: str, *, default=None, low: int = 0, high: int | None = None):
-    raw = request.GET.get(name)
-    if raw is None or raw == "":
-        if default is BadParam:
-            raise BadParam(f"'{name}' is required.")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadParam(f"'{name}' must be an integer, not {raw!r}.") from None
-    if value < low or (high is not None and value > high):
-        raise BadParam(f"'{name}' must be between {low} and {high if high is not None else 'any'}, not {value}.")
-    return value
-
-
 def _bad(request, message: str, *, json_response: bool = False):
     if json_response:
         return JsonResponse({"error": message}, status=400)
     return render(request, "runs/bad_request.html", {"message": message}, status=400)
-
-
-@require_GET
-def run_list(request):
-    filters = RunFilterForm(request.GET)
-    if not filters.is_valid():
-        return render(request, "runs/list.html", {"filters": filters, "runs": []}, status=400)
-    runs = run_list_filtered(request.user, **filters.cleaned_data)[:RUNS_PAGE_LIMIT]
-    return render(request, "runs/list.html", {"filters": filters, "runs": runs})
 
 
 @require_http_methods(["GET", "POST"])
@@ -66,7 +40,8 @@ def run_new(request):
         form = RunLaunchForm(request.POST)
         if form.is_valid():
             run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
-                             name=form.cleaned_data["name"])
+                             name=form.cleaned_data["name"], tags=form.cleaned_data["tags"],
+                             notes=form.cleaned_data["notes"])
             messages.success(request, f"Run {run.pk} is queued.", extra_tags="run-queued")
             return redirect("runs:detail", run_id=run.pk)
         return _render_launch(request, form, status=400)
@@ -172,6 +147,8 @@ def run_metrics(request, run_id: int):
             "last_seq": points[-1]["seq"] if points else after,
             "complete": len(points) < METRICS_PAGE_LIMIT,
             "points": points,
+            # Wall time and tokens seen of these points' steps (the charts' other x axes).
+            "axes": series.step_axes(run, (p["step"] for p in points)),
         }
     )
 
@@ -194,12 +171,15 @@ def _metric_series(request, run):
     except BadParam as exc:
         return _bad(request, str(exc), json_response=True)
     found, last_seq = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
+    payloads = {key: series.series_payload(s, max_points) for key, s in found.items()}
     return JsonResponse({
         "run": run.pk, "state": run.state, "current_step": run.current_step, "attempt": run.attempt,
         "best_reward": run.best_reward,
         "last_seq": last_seq, "complete": True, "points": [],
         "from_step": from_step, "to_step": to_step, "max_points": max_points,
-        "series": {key: series.series_payload(s, max_points) for key, s in found.items()},
+        "series": payloads,
+        # One step -> (wall time, tokens seen) table for every step drawn, shared by all series.
+        "axes": series.step_axes(run, {x for p in payloads.values() for x in p["x"]}),
     })
 
 
@@ -252,8 +232,10 @@ def run_trajectories(request, run_id: int, step: int):
     except BadParam as exc:
         return _bad(request, str(exc))
     grid = inspect.trajectory_grid(run, step, example_id, attempt=attempt)
+    parting = divergence.grid_divergence(grid)  # where the best and the worst rollout part
     return render(request, "runs/trajectories.html", {
-        "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk),
+        "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk, parting), "divergence": parting,
+        "history_url": present.example_history_url(run.pk, example_id),
         "columns": list(zip([inspect.slot_label(s) for s in grid.slots], grid.distinct, strict=True)),
         # GRPO and MMGRPO sample their G rollouts with fork_on_first too, so they have parent links;
         # only MHGPO's forks are a fork tree worth showing.

@@ -284,3 +284,25 @@ def test_on_postgresql_rows_are_copied_not_inserted(owner):
     assert inserts == ['"runs_stepmetric"']  # the StepMetric row; everything else by COPY
     assert copies == ['"runs_rollout"', '"runs_modulecall"', '"runs_group"', '"runs_groupmember"']
     assert ModuleCall.objects.filter(rollout__run=run).count() == sum(len(t["calls"]) for t in event["rollouts"])
+
+
+def test_last_reward_and_last_eval_reward_follow_the_newest_step_that_has_them(owner):
+    """The runs table's 'last reward' and 'last eval' columns, kept in the same UPDATE as best_reward."""
+    run = make_run(owner, state=Run.State.RUNNING)
+    events = [mhgpo_step_event(s) for s in (1, 2, 3)]
+    for event, reward, evaluated in zip(events, (0.7, 0.4, None), (0.5, None, None), strict=True):
+        event["metrics"]["reward/mean"] = reward
+        event["metrics"].pop("eval/reward/mean", None)
+        if evaluated is not None:
+            event["metrics"]["eval/reward/mean"] = evaluated
+    step_events_ingest(run, events[:2])
+    run.refresh_from_db()
+    assert (run.best_reward, run.last_reward, run.last_eval_reward) == (0.7, 0.4, 0.5)
+    step_events_ingest(run, events[2:])  # no reward and no evaluation in this step: both kept
+    run.refresh_from_db()
+    assert (run.best_reward, run.last_reward, run.last_eval_reward) == (0.7, 0.4, 0.5)
+    later = mhgpo_step_event(4)
+    later["metrics"].update({"reward/mean": 0.9, "eval/reward/mean": 0.6})
+    step_events_ingest(run, [later])
+    run.refresh_from_db()
+    assert (run.best_reward, run.last_reward, run.last_eval_reward) == (0.9, 0.9, 0.6)

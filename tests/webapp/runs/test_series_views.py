@@ -1,6 +1,7 @@
 """Long-run series (downsampling, zoom ranges), heatmaps, run comparison and exports."""
 
 import csv
+import datetime
 import io
 import json
 import math
@@ -92,7 +93,7 @@ def test_a_resumed_step_shows_the_newest_attempt(client, owner):
 def test_after_keeps_its_contract(client, owner, long_run):
     client.force_login(owner)
     body = metrics(client, long_run, after=2990).json()
-    assert set(body) == {"run", "state", "current_step", "best_reward", "last_seq", "complete", "points"}
+    assert set(body) == {"run", "state", "current_step", "best_reward", "last_seq", "complete", "points", "axes"}
     assert [p["seq"] for p in body["points"]] == list(range(2991, 3001))
 
 
@@ -122,6 +123,87 @@ def test_series_query_count_does_not_grow_with_steps(client, owner):
             assert client.get(reverse("runs:heatmap", args=[run.pk]), {"max_columns": 50}).status_code == 200
         counts.append((len(overview), len(zoom), len(heat)))
     assert counts[0] == counts[1]
+
+
+# --- x axes: wall time and tokens seen -----------------------------------------------------------
+
+
+def token_events(steps, *, attempt=1, tokens=lambda step: 100 * step):
+    for step in steps:
+        metrics = {"reward/mean": step / 10, "lr": 0.002}
+        if tokens(step) is not None:
+            metrics["completion_tokens"] = tokens(step)
+        yield {"type": "step", "attempt": attempt, "step": step, "metrics": metrics}
+
+
+def stamp(run, seconds_by_step):
+    """Gives the stored rows of each step a known created_at (seconds after a fixed start)."""
+    start = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+    for step, seconds in seconds_by_step.items():
+        StepMetric.objects.filter(run=run, step=step).update(created_at=start + datetime.timedelta(seconds=seconds))
+
+
+def test_series_carry_wall_time_and_tokens_seen(client, owner):
+    run = make_run(owner)
+    ingest(run, token_events(range(1, 6)))
+    stamp(run, {1: 0, 2: 30, 3: 95.5, 4: 200, 5: 3600})
+    client.force_login(owner)
+    body = metrics(client, run, max_points=100).json()
+    axes = body["axes"]
+    assert axes["step"] == [1, 2, 3, 4, 5] == body["series"]["reward/mean"]["x"]
+    assert axes["t"] == [0.0, 30.0, 95.5, 200.0, 3600.0]
+    assert axes["tokens"] == [100, 300, 600, 1000, 1500]  # cumulative completion tokens
+    assert axes["now_t"] > 3600  # the present, on the same clock
+
+
+def test_a_zoomed_range_counts_the_tokens_before_it(client, owner):
+    run = make_run(owner)
+    ingest(run, token_events(range(1, 11), tokens=lambda step: None if step == 3 else 10))
+    client.force_login(owner)
+    axes = metrics(client, run, series="reward/mean", from_step=5, to_step=7).json()["axes"]
+    assert axes["step"] == [5, 6, 7]
+    assert axes["tokens"] == [40, 50, 60]  # steps 1-4 seen before the range; step 3 reported none
+
+
+def test_axes_follow_the_newest_attempt_and_the_downsampled_points(client, owner, long_run):
+    resumed = make_run(owner)
+    ingest(resumed, token_events(range(1, 5)))
+    stamp(resumed, {1: 0, 2: 10, 3: 20, 4: 30})
+    ingest(resumed, token_events([3, 4], attempt=2, tokens=lambda step: 1000))
+    stamp(resumed, {3: 500, 4: 510})  # both attempts' rows; the newest seq wins below
+    StepMetric.objects.filter(run=resumed, attempt=1, step__in=[3, 4]).update(
+        created_at=datetime.datetime(2025, 1, 1, 0, 0, 20, tzinfo=datetime.UTC))
+    client.force_login(owner)
+    axes = metrics(client, resumed, max_points=100).json()["axes"]
+    assert axes["t"] == [0.0, 10.0, 500.0, 510.0] and axes["tokens"] == [100, 300, 1300, 2300]
+    body = metrics(client, long_run, max_points=300).json()  # no completion_tokens in this run
+    drawn = sorted({x for p in body["series"].values() for x in p["x"]})
+    assert body["axes"]["step"] == drawn and body["axes"]["tokens"] is None
+    assert len(body["axes"]["t"]) == len(drawn)
+
+
+def test_after_pages_carry_the_axes_of_their_points(client, owner):
+    run = make_run(owner)
+    ingest(run, token_events(range(1, 8)))
+    stamp(run, {s: 60 * (s - 1) for s in range(1, 8)})
+    client.force_login(owner)
+    axes = metrics(client, run, after=4).json()["axes"]
+    assert axes["step"] == [5, 6, 7] and axes["t"] == [240.0, 300.0, 360.0] and axes["tokens"] == [1500, 2100, 2800]
+    empty = metrics(client, run, after=7).json()["axes"]
+    assert empty["step"] == [] and empty["now_t"] > 360
+    assert metrics(client, make_run(owner), after=0).json()["axes"] == {"step": [], "t": [], "tokens": [], "now_t": None}
+
+
+def test_compare_traces_carry_wall_time_and_tokens(client, owner):
+    a, b = make_run(owner), make_run(owner)
+    ingest(a, token_events(range(1, 4)))
+    ingest(b, token_events(range(1, 3), tokens=lambda step: None))
+    stamp(a, {1: 0, 2: 60, 3: 180})
+    client.force_login(owner)
+    payload = client.get(reverse("runs:compare"), {"runs": [a.pk, b.pk], "metrics": ["reward/mean"]}).context["payload"]
+    traces = payload["metrics"][0]["traces"]
+    assert traces[str(a.pk)]["t"] == [0.0, 60.0, 180.0] and traces[str(a.pk)]["tokens"] == [100, 300, 600]
+    assert traces[str(b.pk)]["tokens"] is None and len(traces[str(b.pk)]["t"]) == 2
 
 
 # --- heatmap --------------------------------------------------------------------------------------

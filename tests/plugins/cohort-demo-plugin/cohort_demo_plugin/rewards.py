@@ -40,3 +40,9 @@ def demo_penalty(example, output, trajectory) -> float:
 
 
 demo_penalty.value_range = (-1.0, 0.0)
+
+
+def demo_inf(example, output, trajectory) -> float:
+    """inf for an output with an odd number of characters, else 0: within a group of varied outputs
+    the advantages, hence the loss and the gradient norm, become NaN (the alert tests' real NaN)."""
+    return float("inf") if len(str(output or "")) % 2 else 0.0

@@ -1,0 +1,55 @@
+// The runs table: "select all" for the page's rows, the selection count, and one inline editor for
+// the name, tags and notes of any row (without JavaScript, a row's "edit" link opens the edit page).
+(function () {
+  "use strict";
+  function boxes() { return Array.from(document.querySelectorAll("#runs-table tbody input[name=runs]")); }
+
+  function updateSelection() {
+    const chosen = boxes().filter((b) => b.checked).length;
+    const count = document.getElementById("selection-count");
+    if (count) count.textContent = chosen ? `${chosen} selected` : "Tick runs to compare, archive or delete them.";
+    const all = document.getElementById("select-all");
+    if (all) {
+      all.checked = chosen > 0 && chosen === boxes().length;
+      all.indeterminate = chosen > 0 && chosen < boxes().length;
+    }
+  }
+
+  function openEditor(link) {
+    const editor = document.getElementById("row-editor");
+    const row = link.closest("tr");
+    if (!editor || !row) return false;
+    editor.action = link.pathname;
+    editor.querySelector("[name=name]").value = row.dataset.name || "";
+    editor.querySelector("[name=tags]").value = row.dataset.tags || "";
+    editor.querySelector("[name=notes]").value = row.dataset.notes || "";
+    editor.dataset.run = row.dataset.run;
+    const cell = link.closest("td");
+    const box = cell.getBoundingClientRect();
+    editor.style.top = `${window.scrollY + box.bottom + 2}px`;
+    editor.style.left = `${window.scrollX + box.left}px`;
+    editor.hidden = false;
+    editor.querySelector("[name=name]").focus();
+    return true;
+  }
+
+  function closeEditor() {
+    const editor = document.getElementById("row-editor");
+    if (editor) editor.hidden = true;
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    const all = document.getElementById("select-all");
+    if (all) {
+      all.addEventListener("change", () => { boxes().forEach((b) => { b.checked = all.checked; }); updateSelection(); });
+      boxes().forEach((b) => b.addEventListener("change", updateSelection));
+      updateSelection();
+    }
+    document.querySelectorAll("#runs-table a.row-edit-link").forEach((link) => {
+      link.addEventListener("click", (event) => { if (openEditor(link)) event.preventDefault(); });
+    });
+    const close = document.getElementById("row-editor-close");
+    if (close) close.addEventListener("click", closeEditor);
+    document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeEditor(); });
+  });
+})();

@@ -1,0 +1,209 @@
+"""Where the best and the worst rollout part: pure unit tests of webapp.runs.divergence, then the
+grid of a stored run (MHGPO forks that share their calls before the fork point)."""
+
+import re
+
+import pytest
+
+from webapp.runs.divergence import (
+    CallText,
+    Trace,
+    find_divergence,
+    first_word_difference,
+    word_context,
+)
+
+
+def trace(index, reward, *calls):
+    """calls: (module, invocation, completion) triples in call order."""
+    return Trace(index, reward, [CallText(*c) for c in calls])
+
+
+SHARED = ("rewriter", 0, "find the capital of France")
+
+
+def test_first_differing_call_and_word():
+    good = trace(0, 0.9, SHARED, ("answerer", 0, "The capital is Paris today"))
+    bad = trace(1, 0.1, SHARED, ("answerer", 0, "The capital is Lyon today"))
+    d = find_divergence([bad, good])
+    assert (d.best.index, d.worst.index) == (0, 1)
+    assert (d.position, d.call_number, d.best_call.label, d.worst_call.label) == (1, 2, "answerer[0]", "answerer[0]")
+    assert (d.word_index, d.word_number, d.best_word, d.worst_word) == (3, 4, "Paris", "Lyon")
+    assert d.best_context == "The capital is [Paris] today"
+    assert d.summary == ("Best (r=0.90, rollout 0) and worst (r=0.10, rollout 1) part at answerer[0] call 2, "
+                         "word 4: 'Paris' vs 'Lyon'.")
+
+
+def test_words_are_split_on_any_whitespace():
+    assert first_word_difference("a  b\nc", "a b c") is None  # same words, other spacing
+    assert first_word_difference("a b c", "a b") == 2  # one side ends first
+    assert first_word_difference("x", "y z") == 0
+
+
+def test_one_completion_is_a_prefix_of_the_other():
+    d = find_divergence([trace(0, 1.0, ("a", 0, "yes because")), trace(1, 0.0, ("a", 0, "yes"))])
+    assert (d.word_index, d.best_word, d.worst_word) == (1, "because", "")
+    assert d.worst_context == "yes […]"
+    assert d.summary.endswith("word 2: 'because' vs (end of text).")
+
+
+def test_a_call_missing_on_one_side():
+    # The worst rollout stopped after the shared call (its program failed there).
+    d = find_divergence([trace(0, 1.0, SHARED, ("answerer", 0, "Paris")), trace(1, -1.0, SHARED)])
+    assert (d.position, d.best_call.label, d.worst_call, d.word_index) == (1, "answerer[0]", None, None)
+    assert d.missing_side == "worst"
+    assert d.summary.endswith("part at answerer[0] call 2: the worst rollout has no call there, the best one does.")
+    # ... and the other way round: the best one made fewer calls.
+    d = find_divergence([trace(0, 1.0, SHARED), trace(1, 0.0, SHARED, ("answerer", 0, "Paris"))])
+    assert d.missing_side == "best" and d.worst_call.label == "answerer[0]"
+
+
+def test_a_different_module_at_the_same_position_differs_even_with_the_same_text():
+    d = find_divergence([trace(0, 1.0, ("search", 0, "same")), trace(1, 0.0, ("answer", 0, "same"))])
+    assert (d.position, d.place, d.word_index) == (0, "search[0] vs answer[0]", 0)
+
+
+def test_identical_calls_with_different_rewards():
+    d = find_divergence([trace(0, 0.2, SHARED), trace(1, 0.7, SHARED)])
+    assert d.identical and d.position is None and d.best.index == 1
+    assert "made identical calls" in d.summary and "stochastic reward" in d.summary
+
+
+@pytest.mark.parametrize("traces", [
+    [],
+    [trace(0, 1.0, SHARED)],  # fewer than two rollouts
+    [trace(0, 0.5, SHARED), trace(1, 0.5, ("a", 0, "other"))],  # all rewards equal
+    [trace(0, 1.0, SHARED), trace(1, None, ("a", 0, "x"))],  # one rewarded rollout only
+])
+def test_no_best_and_worst(traces):
+    assert find_divergence(traces) is None
+
+
+def test_ties_go_to_the_lowest_index():
+    traces = [trace(4, 1.0, ("a", 0, "four")), trace(2, 1.0, ("a", 0, "two")), trace(3, 0.0, ("a", 0, "three")),
+              trace(1, 0.0, ("a", 0, "one")), trace(5, None, ("a", 0, "unrewarded"))]
+    d = find_divergence(traces)
+    assert (d.best.index, d.worst.index) == (2, 1)
+    assert (d.best_word, d.worst_word) == ("two", "one")
+
+
+def test_word_context_is_short_and_marks_the_word():
+    text = " ".join(f"w{i}" for i in range(20))
+    assert word_context(text, 10) == "… w7 w8 w9 [w10] w11 w12 w13 …"
+    assert word_context(text, 0) == "[w0] w1 w2 w3 …"
+    assert word_context("a b", 2) == "a b […]"  # past the end of the shorter completion
+
+
+def test_long_words_are_cut_in_the_summary():
+    d = find_divergence([trace(0, 1.0, ("a", 0, "x" * 100)), trace(1, 0.0, ("a", 0, "y"))])
+    assert "'" + "x" * 39 + "…'" in d.summary
+
+
+# --- on stored runs: the grid, the page ------------------------------------------------------------
+
+def forked_after_a_shared_call_event(step: int = 1) -> dict:
+    """MHGPO fork_on at the reranker (Algorithm 2): the rewriter's call runs once and is shared by
+    the three forks, which then rank and answer differently. Rewards (i % 3) / 2: fork 2 is best
+    (1.0), fork 0 worst (0.0)."""
+    from tests.webapp.runs.seeding import _mhgpo
+    from trainer.sampling import LinearChain, fork_on
+
+    texts = {"rewriter": ["capital of France"],
+             "reranker": ["passage 3 then passage 1", "passage 1 then passage 3", "passage 3 then passage 2"],
+             "answerer": ["It is Lyon", "It is Paris", "It is Paris"]}
+
+    def generate(agent, prompts):
+        return [texts[agent][i % len(texts[agent])] for i, _ in enumerate(prompts)]
+
+    trajectories = fork_on(LinearChain(("rewriter", "reranker", "answerer")), "question 0", "reranker",
+                           group_size=3, generate=generate, example_id="q0")
+    return _mhgpo(step, trajectories)
+
+
+@pytest.fixture
+def forked_run(owner):
+    from tests.webapp.runs.seeding import ingest, make_run
+
+    run = make_run(owner, config={"strategy": "mhgpo", "sampling": "fof"})
+    ingest(run, [forked_after_a_shared_call_event()])
+    return run
+
+
+@pytest.mark.django_db
+def test_forks_share_their_calls_before_the_fork_and_part_after_it(forked_run):
+    from webapp.runs.divergence import grid_divergence
+    from webapp.runs.inspect import trajectory_grid
+
+    grid = trajectory_grid(forked_run, 1, "q0")
+    # The shared rewriter call is stored under every fork with the same completion.
+    assert {row.cells[0].call.completion for row in grid.rows} == {"capital of France"}
+    d = grid_divergence(grid)
+    assert (d.best.index, d.worst.index, d.best.reward, d.worst.reward) == (2, 0, 1.0, 0.0)
+    assert (d.position, d.best_call.label, d.word_index, d.best_word, d.worst_word) == (1, "reranker[0]", 4, "2", "1")
+    assert d.summary == ("Best (r=1.00, rollout 2) and worst (r=0.00, rollout 0) part at reranker[0] call 2, "
+                         "word 5: '2' vs '1'.")
+
+
+@pytest.mark.django_db
+def test_inspector_page_marks_best_worst_and_where_they_part(client, owner, forked_run):
+    from django.urls import reverse
+
+    client.force_login(owner)
+    html = client.get(reverse("runs:trajectories", args=[forked_run.pk, 1]), {"example": "q0"}).content.decode()
+    summary = html[html.index('id="divergence-summary"'):html.index('id="traj-grid"')]
+    assert "part at reranker[0] call 2, word 5: &#x27;2&#x27; vs &#x27;1&#x27;." in summary
+    assert "best: <code>… 3 then passage [2]</code>" in summary and "worst: <code>… 3 then passage [1]</code>" in summary
+    rows = dict(re.findall(r'data-index="(\d)".*?<th class="rollout-head">(.*?)</th>', html, re.S))
+    assert '<span class="badge best">best</span>' in rows["2"] and '<span class="badge worst">worst</span>' in rows["0"]
+    assert "badge best" not in rows["1"] and "badge worst" not in rows["1"]
+    cells = re.findall(r'<td class="([^"]*\bdiverge\b[^"]*)">(.*?)</td>', html, re.S)
+    assert len(cells) == 2
+    for _, body in cells:
+        assert '<div class="diverge-note">best and worst part here (word 5)</div>' in body
+    words = re.findall(r'<mark class="diverge-word">(.*?)</mark>', html)
+    assert sorted(words) == ["1", "2"]
+
+
+@pytest.mark.django_db
+def test_no_marks_when_every_reward_is_equal(client, owner):
+    from django.urls import reverse
+
+    from tests.webapp.runs.seeding import collapse_step_event, ingest, make_run
+
+    run = make_run(owner)
+    event = collapse_step_event(members=4)
+    for rollout in event["rollouts"]:
+        rollout["reward"] = 0.5
+    ingest(run, [event])
+    client.force_login(owner)
+    html = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q-collapse"}).content.decode()
+    assert "divergence-summary" not in html and "diverge" not in html and "badge best" not in html
+
+
+@pytest.mark.django_db
+def test_missing_call_cell_is_marked_in_the_grid(client, owner):
+    """The worst fork ranks as the best one did but ends before answering: they part at a call
+    the worst one lacks, and its missing cell is marked."""
+    from django.urls import reverse
+
+    from tests.webapp.runs.seeding import ingest, make_run
+
+    event = forked_after_a_shared_call_event()
+    best, worst = event["rollouts"][2], event["rollouts"][0]
+    worst["calls"][1]["completion"] = best["calls"][1]["completion"]
+    dropped = worst["calls"].pop()["call_id"]
+    for group in event["groups"]:
+        group["members"] = [m for m in group["members"] if m["call_id"] != dropped]
+    run = make_run(owner, config={"strategy": "mhgpo"})
+    ingest(run, [event])
+    client.force_login(owner)
+    response = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q0"})
+    d = response.context["divergence"]
+    assert (d.position, d.best_call.label, d.worst_call, d.missing_side) == (2, "answerer[0]", None, "worst")
+    html = response.content.decode()
+    assert "part at answerer[0] call 3: the worst rollout has no call there, the best one does." in html
+    cells = re.findall(r'<td class="([^"]*\bdiverge\b[^"]*)">(.*?)</td>', html, re.S)
+    # Rows in rollout order: the worst (#0, its answerer cell missing), then the best (#2).
+    assert ["missing" in classes.split() for classes, _ in cells] == [True, False]
+    assert "best and worst part here: the worst rollout has no call 3" in html
+    assert "diverge-word" not in html  # no word to point at when a whole call is missing

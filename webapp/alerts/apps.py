@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class AlertsConfig(AppConfig):
+    name = "webapp.alerts"
+    label = "alerts"
+    verbose_name = "Alerts"
+
+    def ready(self):
+        from webapp.alerts.services import on_run_state_changed
+        from webapp.runs.models import run_state_changed
+
+        # dispatch_uid: connected once even if ready() runs twice (tests that reload apps).
+        run_state_changed.connect(on_run_state_changed, dispatch_uid="alerts.on_run_state_changed")

@@ -1,0 +1,98 @@
+"""Telling the rule's owner: email through Django's mail backend, webhooks through a Celery task.
+
+`alert_deliver` runs after the alert's transaction commits. The email goes out at once (bounded by
+EMAIL_TIMEOUT); the webhook is queued as `workers.tasks.alert_webhook_task`, which calls
+`alert_webhook_attempt` once per try and retries temporary failures with backoff. Every outcome is
+recorded on the Alert, where the alerts list shows it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db.models import F
+from django.urls import reverse
+from django.utils import timezone
+
+from webapp.alerts.models import Alert
+from webapp.alerts.webhook import WebhookRejected, WebhookTemporaryError, post_json
+from webapp.celery import app as celery_app
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_TASK = "workers.tasks.alert_webhook_task"
+
+
+def run_url(run_id: int) -> str:
+    """The run page's absolute address (COHORT_BASE_URL + path), for emails and webhooks."""
+    return settings.COHORT_BASE_URL.rstrip("/") + reverse("runs:detail", args=[run_id])
+
+
+def alert_payload(alert: Alert) -> dict[str, Any]:
+    """The JSON a webhook receives."""
+    return {
+        "alert": alert.pk, "kind": alert.kind,
+        "run": {"id": alert.run_id, "name": str(alert.run), "url": run_url(alert.run_id)},
+        "message": alert.message, "step": alert.step, "fired_at": alert.fired_at.isoformat(),
+    }
+
+
+def alert_deliver(alert_id: int) -> None:
+    """Emails the owner and queues the webhook, as the alert's rule asks; never raises."""
+    alert = Alert.objects.select_related("rule", "rule__owner", "run").filter(pk=alert_id).first()
+    if alert is None:
+        return
+    if alert.rule.email:
+        _send_email(alert)
+    if alert.rule.webhook_url:
+        try:
+            celery_app.send_task(WEBHOOK_TASK, args=[alert.pk])
+        except Exception as exc:  # the broker is down: say so on the alert rather than lose it silently
+            log.warning("could not queue the webhook of alert %s", alert.pk, exc_info=True)
+            Alert.objects.filter(pk=alert.pk).update(
+                webhook_status=Alert.Webhook.FAILED, webhook_last_error=f"could not queue the delivery: {exc}"[:2000])
+
+
+def _send_email(alert: Alert) -> None:
+    address = alert.rule.owner.email
+    if not address:
+        Alert.objects.filter(pk=alert.pk).update(email_error="no email address on the account")
+        return
+    subject = f"[Cohort] {alert.get_kind_display()}: {alert.run}"
+    body = f"{alert.message}\n\nRun: {run_url(alert.run_id)}\nFired at: {alert.fired_at.isoformat()}\n"
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [address], fail_silently=False)
+    except Exception as exc:  # SMTP down, refused, timed out: recorded on the alert
+        log.warning("could not email alert %s", alert.pk, exc_info=True)
+        Alert.objects.filter(pk=alert.pk).update(email_error=f"{exc.__class__.__name__}: {exc}"[:2000])
+        return
+    Alert.objects.filter(pk=alert.pk).update(email_sent_at=timezone.now(), email_error="")
+
+
+def alert_webhook_attempt(alert_id: int, *, last_try: bool) -> str:
+    """One POST of the alert to its rule's webhook; records the outcome and returns the status.
+    Raises WebhookTemporaryError (for the task to retry) unless this was the last try."""
+    alert = Alert.objects.select_related("rule", "run").filter(pk=alert_id).first()
+    if alert is None or not alert.rule.webhook_url:
+        return "gone"
+    Alert.objects.filter(pk=alert.pk).update(webhook_attempts=F("webhook_attempts") + 1)
+    try:
+        post_json(alert.rule.webhook_url, alert_payload(alert), timeout_s=settings.ALERTS_WEBHOOK_TIMEOUT_S)
+    except WebhookRejected as exc:
+        _record(alert, Alert.Webhook.FAILED, str(exc))
+        return Alert.Webhook.FAILED
+    except WebhookTemporaryError as exc:
+        _record(alert, Alert.Webhook.FAILED if last_try else Alert.Webhook.PENDING, str(exc))
+        if last_try:
+            return Alert.Webhook.FAILED
+        raise
+    Alert.objects.filter(pk=alert.pk).update(webhook_status=Alert.Webhook.DELIVERED, webhook_last_error="",
+                                             webhook_delivered_at=timezone.now())
+    return Alert.Webhook.DELIVERED
+
+
+def _record(alert: Alert, status: str, error: str) -> None:
+    Alert.objects.filter(pk=alert.pk).update(webhook_status=status, webhook_last_error=error[:2000])

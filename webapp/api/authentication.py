@@ -1,0 +1,42 @@
+"""DRF authentication by personal token: `Authorization: Bearer <key>` (or `Token <key>`)."""
+
+from __future__ import annotations
+
+from rest_framework import authentication, exceptions
+
+from webapp.api.models import ApiToken, hash_key
+from webapp.api.services import token_touch
+
+SCHEMES = ("bearer", "token")
+MAX_KEY_LENGTH = 200
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """A request without an Authorization header of these schemes is left to the next class
+    (session); one with a malformed, unknown or revoked key is refused with 401."""
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower().decode("latin-1") not in SCHEMES:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Bearer <key>'.")
+        try:
+            key = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        if len(key) > MAX_KEY_LENGTH:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        if token.revoked_at is not None:
+            raise exceptions.AuthenticationFailed("Token revoked.")
+        if not token.user.is_active:
+            raise exceptions.AuthenticationFailed("User inactive.")
+        token_touch(token)
+        return token.user, token
+
+    def authenticate_header(self, request):
+        # Present so DRF answers an unauthenticated request 401 (with this challenge), not 403.
+        return 'Bearer realm="api"'

@@ -1,0 +1,90 @@
+"""Read-side queries of the API. Runs are reached only through `run_list_for_user` /
+`run_get_for_user`; every function runs a fixed number of queries whatever the page size
+(rows of a page and their children are two queries, the total a third)."""
+
+from __future__ import annotations
+
+from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.fields.json import KeyTransform
+from django.http import Http404
+
+from webapp.api.models import ApiToken
+from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.selectors import run_list_for_user
+
+REWARD_KEY = "reward/mean"
+EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.loop's evaluation on the dev split
+
+
+def tokens_for_user(user) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def _last_value(key: str) -> Subquery:
+    """The value of `key` in the run's newest step row that has it (an eval key is only on eval
+    steps). Correlated, so a page of runs is still one query; it walks the (run, seq) index."""
+    newest = (StepMetric.objects.filter(run=OuterRef("pk"), metrics__has_key=key).order_by("-seq")
+              .values(value=KeyTransform(key, "metrics"))[:1])
+    return Subquery(newest)
+
+
+def with_summary(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """`runs` annotated with `last_reward_mean` and `last_eval_reward_mean`."""
+    return runs.annotate(last_reward_mean=_last_value(REWARD_KEY), last_eval_reward_mean=_last_value(EVAL_REWARD_KEY))
+
+
+def run_list_api(user, *, state: str = "", task: str = "", program: str = "", owner: str = "", q: str = "",
+                 config: list[tuple[list[str], object]] = ()) -> QuerySet[Run]:
+    """The runs `user` may see, narrowed by the API filters (empty values do not filter).
+    `config` holds (key path, JSON value) pairs: each must equal the run's config at that path."""
+    runs = run_list_for_user(user)
+    if state:
+        runs = runs.filter(state=state)
+    if task:
+        runs = runs.filter(task__name=task)
+    if program:
+        runs = runs.filter(task__program__name=program)
+    if owner:
+        runs = runs.filter(owner__username=owner)
+    if q:
+        runs = runs.filter(name__icontains=q)
+    for i, (path, value) in enumerate(config):
+        # Explicit key transforms, not `config__a__b=` kwargs: a key named like a lookup
+        # ("contains", "in") must stay a key.
+        expression = F("config")
+        for part in path:
+            expression = KeyTransform(part, expression)
+        runs = runs.alias(**{f"_config_{i}": expression}).filter(**{f"_config_{i}": value})
+    return with_summary(runs)
+
+
+def run_get_api(user, run_id) -> Run:
+    """One visible run with its summary annotations; Http404 as `run_get_for_user`."""
+    run = with_summary(run_list_for_user(user)).filter(pk=run_id).first()
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+def step_rollouts(run: Run, attempt: int, step: int, *, offset: int, limit: int,
+                  prompts: bool = False) -> tuple[list[Rollout], int]:
+    """A page of the step's rollouts in index order, their calls prefetched in order (prompts and
+    chat messages only when asked: they are most of the bytes), and the total."""
+    rows = Rollout.objects.filter(run=run, attempt=attempt, step=step)
+    calls = ModuleCall.objects.order_by("position")
+    if not prompts:
+        calls = calls.defer("prompt", "messages")
+    page = list(rows.order_by("index").prefetch_related(Prefetch("calls", queryset=calls))[offset:offset + limit])
+    return page, rows.count()
+
+
+def step_groups(run: Run, attempt: int, step: int, *, offset: int, limit: int,
+                module: str = "") -> tuple[list[Group], int]:
+    """A page of the step's groups in index order with their members (and each member's rollout
+    index, joined in the members' query), and the total."""
+    rows = Group.objects.filter(run=run, attempt=attempt, step=step)
+    if module:
+        rows = rows.filter(module=module)
+    members = GroupMember.objects.order_by("position").annotate(rollout_index=F("call__rollout__index"))
+    page = list(rows.order_by("index").prefetch_related(Prefetch("members", queryset=members))[offset:offset + limit])
+    return page, rows.count()
