@@ -7,8 +7,9 @@ class AlertsConfig(AppConfig):
     verbose_name = "Alerts"
 
     def ready(self):
-        from webapp.alerts.services import on_run_state_changed
-        from webapp.runs.models import run_state_changed
+        from webapp.alerts.services import on_run_state_changed, on_steps_stored
+        from webapp.runs.models import run_state_changed, steps_stored
 
         # dispatch_uid: connected once even if ready() runs twice (tests that reload apps).
         run_state_changed.connect(on_run_state_changed, dispatch_uid="alerts.on_run_state_changed")
+        steps_stored.connect(on_steps_stored, dispatch_uid="alerts.on_steps_stored")

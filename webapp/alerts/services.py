@@ -209,6 +209,11 @@ def on_run_state(run: Run) -> list[Alert]:
     return fired
 
 
+def on_steps_stored(sender, run: Run, rows: Sequence[StepMetric], **kwargs) -> None:
+    """Receiver of webapp.runs.models.steps_stored (sent after the ingest's commit)."""
+    evaluate_step_metrics(run, rows)
+
+
 def on_run_state_changed(sender, run: Run, **kwargs) -> None:
     """Receiver of webapp.runs.models.run_state_changed: an alert problem never breaks a transition."""
     try:

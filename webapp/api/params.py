@@ -8,6 +8,7 @@ import re
 
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
+from webapp.runs.forms import MAX_TAG_CHARS
 from webapp.runs.models import Run
 from webapp.runs.params import BadParam, int_param
 
@@ -74,8 +75,11 @@ def run_filters(request) -> dict:
     configs = request.GET.getlist("config")
     if len(configs) > MAX_CONFIG_FILTERS:
         raise BadParam(f"At most {MAX_CONFIG_FILTERS} 'config' filters.")
+    tags = [tag.strip().lower() for tag in request.GET.getlist("tag") if tag.strip()]
+    if len(tags) > MAX_CONFIG_FILTERS or any(len(tag) > MAX_TAG_CHARS for tag in tags):
+        raise BadParam(f"At most {MAX_CONFIG_FILTERS} 'tag' filters of at most {MAX_TAG_CHARS} characters.")
     return {
-        "state": state, "task": _text(request, "task"), "program": _text(request, "program"),
+        "state": state, "tags": tags, "task": _text(request, "task"), "program": _text(request, "program"),
         "owner": _text(request, "owner"), "q": _text(request, "q"),
         "config": [config_filter(raw) for raw in configs],
     }

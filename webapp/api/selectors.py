@@ -4,39 +4,29 @@
 
 from __future__ import annotations
 
-from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery
-from django.db.models.fields.json import KeyTransform
+from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 
 from webapp.api.models import ApiToken
-from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
-from webapp.runs.selectors import run_list_for_user
-
-REWARD_KEY = "reward/mean"
-EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.loop's evaluation on the dev split
+from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run
+from webapp.runs.selectors import RunSearch, run_list_for_user, runs_matching
 
 
 def tokens_for_user(user) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
 
 
-def _last_value(key: str) -> Subquery:
-    """The value of `key` in the run's newest step row that has it (an eval key is only on eval
-    steps). Correlated, so a page of runs is still one query; it walks the (run, seq) index."""
-    newest = (StepMetric.objects.filter(run=OuterRef("pk"), metrics__has_key=key).order_by("-seq")
-              .values(value=KeyTransform(key, "metrics"))[:1])
-    return Subquery(newest)
-
-
 def with_summary(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """`runs` annotated with `last_reward_mean` and `last_eval_reward_mean`."""
-    return runs.annotate(last_reward_mean=_last_value(REWARD_KEY), last_eval_reward_mean=_last_value(EVAL_REWARD_KEY))
+    """`runs` with `last_reward_mean` and `last_eval_reward_mean`: the values ingest keeps on the run
+    (Run.last_reward, Run.last_eval_reward), under the API's names."""
+    return runs.annotate(last_reward_mean=F("last_reward"), last_eval_reward_mean=F("last_eval_reward"))
 
 
 def run_list_api(user, *, state: str = "", task: str = "", program: str = "", owner: str = "", q: str = "",
-                 config: list[tuple[list[str], object]] = ()) -> QuerySet[Run]:
-    """The runs `user` may see, narrowed by the API filters (empty values do not filter).
-    `config` holds (key path, JSON value) pairs: each must equal the run's config at that path."""
+                 tags: list[str] = (), config: list[tuple[list[str], object]] = ()) -> QuerySet[Run]:
+    """The runs `user` may see, narrowed by the API filters (empty values do not filter): each tag
+    must be one of the run's tags, and each (key path, JSON value) of `config` must equal the run's
+    config there (the runs table's search, `runs_matching`)."""
     runs = run_list_for_user(user)
     if state:
         runs = runs.filter(state=state)
@@ -48,14 +38,8 @@ def run_list_api(user, *, state: str = "", task: str = "", program: str = "", ow
         runs = runs.filter(owner__username=owner)
     if q:
         runs = runs.filter(name__icontains=q)
-    for i, (path, value) in enumerate(config):
-        # Explicit key transforms, not `config__a__b=` kwargs: a key named like a lookup
-        # ("contains", "in") must stay a key.
-        expression = F("config")
-        for part in path:
-            expression = KeyTransform(part, expression)
-        runs = runs.alias(**{f"_config_{i}": expression}).filter(**{f"_config_{i}": value})
-    return with_summary(runs)
+    search = RunSearch(tags=tuple(tags), config=tuple((tuple(path), value) for path, value in config))
+    return with_summary(runs_matching(runs, search))
 
 
 def run_get_api(user, run_id) -> Run:

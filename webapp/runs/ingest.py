@@ -23,8 +23,7 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
-from webapp.alerts.services import evaluate_step_metrics
-from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric, steps_stored
 
 BATCH_SIZE = 2000
 REWARD_KEY = "reward/mean"  # trainer.loop's training reward; best, last reward of the runs table
@@ -83,8 +82,8 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
             last_seq=seq, current_step=max(locked.current_step, int(last["step"])), best_reward=best,
             last_reward=_newest(metrics, REWARD_KEY, locked.last_reward),
             last_eval_reward=_newest(metrics, EVAL_REWARD_KEY, locked.last_eval_reward))
-        # Alert rules read the committed rows; robust: an alert problem never fails the ingest.
-        transaction.on_commit(lambda: evaluate_step_metrics(locked, metrics), robust=True)
+        # Listeners (alert rules) read the committed rows; robust: a listener's error never fails the ingest.
+        transaction.on_commit(lambda: steps_stored.send(sender=Run, run=locked, rows=metrics), robust=True)
     return metrics
 
 

@@ -13,6 +13,9 @@ from django.utils import timezone
 # Sent (kwarg `run`) after the commit of every successful `Run.transition`; alerts listen to it
 # (webapp/alerts/apps.py), so the run state machine needs no knowledge of who watches it.
 run_state_changed = Signal()
+# Sent (kwargs `run`, `rows`: the new StepMetric rows) after the commit of every ingest that stored
+# steps (webapp/runs/ingest.py); alert rules on step metrics listen to it.
+steps_stored = Signal()
 
 
 class Program(models.Model):
@@ -235,7 +238,11 @@ class Rollout(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "attempt", "step", "index"], name="rollout_unique_index"),
         ]
-        indexes = [models.Index(fields=["run", "step", "example_id"], name="rollout_step_example")]
+        indexes = [
+            models.Index(fields=["run", "step", "example_id"], name="rollout_step_example"),
+            # The per-example history: one example across every step of a run.
+            models.Index(fields=["run", "example_id", "step"], name="rollout_example_step"),
+        ]
 
     def __str__(self):
         return f"rollout {self.index} of {self.example_id} at step {self.step}"
@@ -295,7 +302,10 @@ class Group(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "attempt", "step", "index"], name="group_unique_index"),
         ]
-        indexes = [models.Index(fields=["run", "step", "module"], name="group_step_module")]
+        indexes = [
+            models.Index(fields=["run", "step", "module"], name="group_step_module"),
+            models.Index(fields=["run", "example_id", "step"], name="group_example_step"),  # the history
+        ]
 
     def __str__(self):
         return f"{self.module}[{self.invocation_index}] group {self.index} at step {self.step}"

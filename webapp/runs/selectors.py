@@ -92,7 +92,7 @@ def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: 
     if search is None and q:
         search = RunSearch(text=(q,))
     if search is not None:
-        runs = _searched(runs, search)
+        runs = runs_matching(runs, search)
     runs = runs.only(*TABLE_FIELDS).annotate(
         strategy=KT("config__strategy"), estimator=KT("config__estimator"),
         elapsed=ELAPSED, gpu_elapsed=ExpressionWrapper(ELAPSED * GPUS, output_field=DurationField()),
@@ -121,7 +121,8 @@ def run_ordering(sort: str) -> list[OrderBy]:
     return [first, F("id").desc() if descending else F("id").asc()]
 
 
-def _searched(runs: QuerySet[Run], search: RunSearch) -> QuerySet[Run]:
+def runs_matching(runs: QuerySet[Run], search: RunSearch) -> QuerySet[Run]:
+    """`runs` narrowed to those matching every part of `search` (the runs table and the API)."""
     for text in search.text:
         # Tags are slugs, so a slug-like text can only match inside one tag of the stored JSON text.
         matches = Q(name__icontains=text)

@@ -87,6 +87,8 @@ def test_run_list_filters(api_client, owner, staff, stranger):
     c = make_run(owner, name="hotpot gdpo", config={"estimator": "gdpo", "group_size": "8"})
     Run.objects.filter(pk=c.pk).update(task=other_task)
     d = make_run(stranger, name="stranger gdpo", config={"estimator": "gdpo"})
+    Run.objects.filter(pk=a.pk).update(tags=["paper", "sweep-2"])
+    Run.objects.filter(pk=b.pk).update(tags=["paper-draft"])
     client = api_client(owner)
 
     def ids(**params):
@@ -106,6 +108,10 @@ def test_run_list_filters(api_client, owner, staff, stranger):
     assert ids(config="lora.rank=8") == {a.pk}
     assert ids(config="contains=x") == {a.pk}  # a key named like a lookup stays a key
     assert ids(owner="stranger") == set()  # not visible to the owner anyway
+    assert ids(tag="paper") == {a.pk}  # a whole tag, not a part of one
+    assert ids(tag="PAPER-draft") == {b.pk}
+    assert ids(tag=["paper", "sweep-2"], config="estimator=gdpo") == {a.pk}
+    assert ids(tag=["paper", "paper-draft"]) == set()
     client = api_client(staff)
     response = client.get("/api/runs/", {"owner": "stranger", "config": "estimator=gdpo"})
     assert {r["id"] for r in response.json()["results"]} == {d.pk}
@@ -217,7 +223,7 @@ BAD = [
     ("runs", {"offset": "-1"}), ("runs", {"offset": "1.5"}), ("runs", {"config": "estimator"}),
     ("runs", {"config": "=gdpo"}), ("runs", {"config": "a__b=1"}), ("runs", {"config": "a..b=1"}),
     ("runs", {"config": "lora rank=1"}), ("runs", {"config": [f"k{i}=1" for i in range(17)]}),
-    ("runs", {"q": "x" * 201}), ("runs", {"task": "t" * 201}),
+    ("runs", {"q": "x" * 201}), ("runs", {"tag": "t" * 41}), ("runs", {"tag": [f"t{i}" for i in range(17)]}), ("runs", {"task": "t" * 201}),
     ("metrics", {"max_points": "x"}), ("metrics", {"max_points": "5"}), ("metrics", {"max_points": "1000001"}),
     ("metrics", {"from_step": "x"}), ("metrics", {"to_step": "-1"}), ("metrics", {"from_step": "5", "to_step": "2"}),
     ("metrics", {"series": ",".join(f"k{i}" for i in range(257))}), ("metrics", {"series": "k" * 201}),
