@@ -169,3 +169,28 @@ def test_a_bad_default_is_a_400_and_saves_nothing(logged_in, owner):
 def test_a_tampered_kind_on_the_defaults_page_is_refused(logged_in, owner):
     response = logged_in.post(reverse("alerts:rules"), defaults_post({"failed-kind": "nonfinite"}))
     assert response.status_code == 400 and "kind was changed" in response.content.decode()
+
+
+def _queries(client, url) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_list_and_the_run_page_read_a_fixed_number_of_queries(logged_in, owner):
+    """The alerts list and a run page's alerts panel cost the same queries with 2 or 40 alerts."""
+    small, large = make_run(owner, name="few"), make_run(owner, name="many")
+    for i in range(2):
+        fire(owner, make_run(owner), message=f"few {i}")
+        fire(owner, small, message=f"on the run {i}", resolved_at="2026-01-01T00:00:00Z")
+    list_small = _queries(logged_in, reverse("alerts:list"))
+    run_small = _queries(logged_in, reverse("runs:detail", args=[small.pk]))
+    for i in range(38):
+        fire(owner, make_run(owner), message=f"many {i}")
+        fire(owner, large, message=f"on the run {i}", resolved_at="2026-01-01T00:00:00Z")
+    fire(owner, large, message="open one")
+    assert _queries(logged_in, reverse("alerts:list")) == list_small
+    assert _queries(logged_in, reverse("runs:detail", args=[large.pk])) == run_small
