@@ -4,7 +4,7 @@ a rule added on the run page shows its errors beside the fields."""
 
 import pytest
 
-from tests.browser.test_launch_and_watch import log_in
+from tests.browser.session import log_in
 from tests.webapp.alerts.test_real_run import NAN_REWARDS
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config, wait_for_state

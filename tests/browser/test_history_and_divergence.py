@@ -3,6 +3,7 @@ the real ASGI app, data stored through the real ingest service)."""
 
 import pytest
 
+from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.runs.divergence import grid_divergence
 from webapp.runs.history import example_history
@@ -11,16 +12,7 @@ from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "a-long-test-password"
 STEPS = range(1, 7)
-
-
-def log_in(page, base_url, username):
-    page.goto(f"{base_url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
 
 
 def test_history_from_the_inspector_and_back_to_the_divergence(page, screenshot, asgi_server, make_user):

@@ -3,6 +3,7 @@ the real ASGI app, data stored through the real ingest service)."""
 
 import pytest
 
+from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import (
     collapse_step_event,
     error_step_event,
@@ -14,16 +15,6 @@ from tests.webapp.runs.seeding import (
 from webapp.runs.models import Group, Rollout, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-PASSWORD = "a-long-test-password"
-
-
-def log_in(page, base_url, username):
-    page.goto(f"{base_url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
 
 
 def long_events(steps, *, scale=1.0):

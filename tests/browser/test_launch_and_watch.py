@@ -3,18 +3,11 @@ grow without reloading (real Celery worker, real ASGI server and websocket), can
 
 import pytest
 
+from tests.browser.session import log_in
 from webapp.runs.catalog import catalog_sync
 from webapp.runs.models import Run, StepMetric
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def log_in(page, base_url, username, password):
-    page.goto(f"{base_url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
 
 
 def points_in(page, chart_id: str) -> int:

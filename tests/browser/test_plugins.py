@@ -4,7 +4,7 @@ plugin's program and the DSPy program, and lists the broken plugin disabled, wit
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.browser.test_launch_and_watch import log_in
+from tests.browser.session import log_in
 from webapp.runs.catalog import catalog_sync
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

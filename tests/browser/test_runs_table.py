@@ -5,20 +5,11 @@ import math
 
 import pytest
 
+from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import ingest, make_run
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-PASSWORD = "a-long-test-password"
-
-
-def log_in(page, base_url, username):
-    page.goto(f"{base_url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
 
 
 def steps(count: int, *, scale: float):
