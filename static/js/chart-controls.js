@@ -429,10 +429,10 @@
     chart.wide = wide;
     chart.div.classList.toggle("chart-wide", wide);
     chart.div.dataset.wide = String(wide);
-    // width null: measure the div again (it now spans the grid, or no longer does).
+    // width null + autosize: Plotly measures the div again (it now spans the grid, or no longer
+    // does). Not Plots.resize: 100 ms later it deletes the layout's height and takes the div's.
     Plotly.relayout(chart.div, { height: wide ? 520 : chart.height, width: null, autosize: true,
-                                 "legend.y": wide ? -0.14 : -0.32 })
-      .then(() => Plotly.Plots.resize(chart.div));
+                                 "legend.y": wide ? -0.14 : -0.32 });
     if (wide) chart.div.scrollIntoView({ block: "nearest" });
   }
 

@@ -155,7 +155,7 @@ def test_chart_controls_on_the_run_page(page, browser, screenshot, asgi_server, 
     narrow = page.locator("#chart-reward").bounding_box()["width"]
     page.click("#chart-reward .chart-expand")
     page.wait_for_selector("#chart-reward.chart-wide")
-    page.wait_for_function("() => document.querySelector('#chart-reward').layout.height === 520")
+    page.wait_for_function("() => document.querySelector('#chart-reward')._fullLayout.height === 520")
     wide = page.locator("#chart-reward").bounding_box()
     grid = page.locator("#charts").bounding_box()
     assert wide["width"] > 1.5 * narrow and wide["width"] == pytest.approx(grid["width"], abs=4)
@@ -164,7 +164,9 @@ def test_chart_controls_on_the_run_page(page, browser, screenshot, asgi_server, 
     screenshot("chart-controls-wide")
     page.keyboard.press("Escape")
     page.wait_for_function("() => !document.querySelector('#chart-reward').classList.contains('chart-wide')")
-    page.wait_for_function("() => document.querySelector('#chart-reward').layout.height === 260")
+    page.wait_for_function("() => document.querySelector('#chart-reward')._fullLayout.height === 260")
+    page.wait_for_function("() => document.querySelector('#chart-reward .main-svg').getBoundingClientRect().width"
+                           " < 0.6 * document.querySelector('#charts').getBoundingClientRect().width")
 
     # Hiding a legend entry is remembered for this user: after a reload, and in another browser.
     page.locator("#chart-reward .legend .traces", has_text="recall").click()
