@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "webapp.prefs",
     "rest_framework",
     "webapp.api",
+    "webapp.limits",
+    "webapp.scheduling",
 ]
 
 MIDDLEWARE = [
@@ -268,3 +270,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# Launch limits (issue 13; webapp/limits): defaults for every non-staff user, overridable per user or
+# group in the admin. Tokens per run = steps x examples_per_step x rollouts_per_example x max_new_tokens.
+COHORT_LIMIT_ACTIVE_RUNS_PER_USER = env.int("COHORT_LIMIT_ACTIVE_RUNS_PER_USER", default=10)
+COHORT_LIMIT_QUEUED_RUNS_PER_USER = env.int("COHORT_LIMIT_QUEUED_RUNS_PER_USER", default=10)
+COHORT_LIMIT_TOKENS_PER_RUN = env.int("COHORT_LIMIT_TOKENS_PER_RUN", default=50_000_000)
+COHORT_LIMIT_MAX_CONTEXT_LENGTH = env.int("COHORT_LIMIT_MAX_CONTEXT_LENGTH", default=32768)

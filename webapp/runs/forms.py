@@ -19,6 +19,7 @@ from django.db.models import Q
 from trainer.config import ConfigError, RunConfig, literal_choices
 from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
+from webapp.limits.services import limits_check_launch
 from webapp.runs.catalog import unavailable_program_names
 from webapp.runs.models import Program, Run, Task
 from webapp.runs.selectors import DEFAULT_SORT, RUN_SORTS, RunSearch
@@ -192,8 +193,9 @@ class RunLaunchForm(forms.Form):
     notes = forms.CharField(required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 2}),
                             help_text="Optional: what this run tries (editable later).")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.user = user  # whose launch limits apply (webapp.limits); None: no limit check
         # Unavailable plugin programs are listed (disabled, with their error), never launched.
         unavailable = {name: program_error(name) for name in unavailable_program_names()}
         program = self.fields["program"]
@@ -236,6 +238,11 @@ class RunLaunchForm(forms.Form):
         except ValueError as exc:  # a reward's own parameters, for instance
             self.add_error("rewards" if "reward" in str(exc) else None, str(exc))
             return cleaned
+        if self.user is not None:
+            for error in limits_check_launch(self.user, config):
+                self.add_error(error.field, error.message)
+            if self.errors:
+                return cleaned
         cleaned["config"] = config
         return cleaned
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from trainer.config import RunConfig
 from webapp.celery import app as celery_app
+from webapp.limits.services import limits_fail_run_over_budget
 from webapp.runs.models import (
     Group,
     GroupMember,
@@ -70,6 +71,8 @@ def run_claim(run_id: int, *, worker: str) -> Run | None:
     """queued -> running for exactly one worker; None when another delivery claimed it first."""
     run = Run.objects.filter(pk=run_id).first()
     if run is None or run.state != Run.State.QUEUED:
+        return None
+    if limits_fail_run_over_budget(run):
         return None
     now = timezone.now()
     if not run.transition(Run.State.RUNNING, worker=worker, heartbeat_at=now, started_at=run.started_at or now):

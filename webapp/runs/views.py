@@ -37,7 +37,7 @@ def _bad(request, message: str, *, json_response: bool = False):
 def run_new(request):
     """The launch form; nothing is queued unless RunConfig accepts every value."""
     if request.method == "POST":
-        form = RunLaunchForm(request.POST)
+        form = RunLaunchForm(request.POST, user=request.user)
         if form.is_valid():
             run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
                              name=form.cleaned_data["name"], tags=form.cleaned_data["tags"],

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from trainer.config import RunConfig
+from webapp.limits.services import limits_check_launch
 from webapp.runs.launch import config_defaults
 from webapp.runs.models import Task
 from webapp.runs.services import run_create
@@ -57,6 +58,9 @@ class Command(BaseCommand):
             run_config.check_program_agents(list(task_row.program.modules))
         except ValueError as exc:
             raise CommandError(f"Invalid config: {exc}") from None
+        refused = limits_check_launch(user, run_config)
+        if refused:
+            raise CommandError("Over a launch limit: " + " ".join(error.message for error in refused))
         run = run_create(owner=user, task=task_row, config=run_config, name=name)
         self.stdout.write(f"Queued run {run.pk} ({task_row.name}, {run_config.steps} steps).")
 

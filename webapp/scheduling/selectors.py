@@ -1,0 +1,49 @@
+"""The queue's order, computed from the database (not from Celery's message order)."""
+
+from django.db.models import Max
+
+from webapp.runs.models import Run
+
+
+def _fair_order(runs: list[Run]) -> list[Run]:
+    """Front-marked runs first (newest mark first), then round-robin over owners.
+
+    Each owner's runs keep their FIFO order; owners are ordered by who was served least recently
+    (never served first), ties broken by their oldest queued run.
+    """
+    fronted = sorted((r for r in runs if getattr(r, "front_at", None)), key=lambda r: (-r.front_at.timestamp(), r.pk))
+    rest = [r for r in runs if not getattr(r, "front_at", None)]
+    per_owner: dict[int, list[Run]] = {}
+    for run in sorted(rest, key=lambda r: (r.created_at, r.pk)):
+        per_owner.setdefault(run.owner_id, []).append(run)
+    served = dict(
+        Run.objects.filter(owner_id__in=per_owner, started_at__isnull=False)
+        .values("owner_id").annotate(last=Max("started_at")).values_list("owner_id", "last")
+    )
+
+    def owner_key(owner_id: int):
+        last = served.get(owner_id)
+        first = per_owner[owner_id][0]
+        return (last is not None, last.timestamp() if last else 0.0, first.created_at, first.pk)
+
+    owners = sorted(per_owner, key=owner_key)
+    ordered = list(fronted)
+    for depth in range(max((len(v) for v in per_owner.values()), default=0)):
+        ordered.extend(per_owner[o][depth] for o in owners if depth < len(per_owner[o]))
+    return ordered
+
+
+def queued_runs():
+    """Queued runs with their owner and front mark (one query)."""
+    return (Run.objects.filter(state=Run.State.QUEUED).select_related("owner", "queue_priority")
+            .order_by("created_at", "pk"))
+
+
+def queue_order() -> list[tuple[int, Run]]:
+    """[(1-based position, run)] for every queued run, fairest first."""
+    runs = list(queued_runs())
+    for run in runs:
+        # hasattr: the reverse one-to-one raises when the run has no mark.
+        priority = run.queue_priority if hasattr(run, "queue_priority") else None
+        run.front_at = priority.front_at if priority else None
+    return list(enumerate(_fair_order(runs), start=1))
