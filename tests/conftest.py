@@ -129,14 +129,15 @@ def runs_dir(tmp_path):
 
 @contextmanager
 def celery_worker(log_path: Path, env: dict[str, str], *, app=None, queues: str = "gpu,default",
-                  timeout_s: float = 60.0) -> Iterator[subprocess.Popen]:
+                  timeout_s: float = 60.0, name: str = "test") -> Iterator[subprocess.Popen]:
     """A real `celery worker` process (prefork, one child) with the environment `env`, running until
-    the block ends; its output goes to `log_path` (also `process.log_path`). `app` is a Celery app on
+    the block ends; its output goes to `log_path` (also `process.log_path`), its Celery name begins with
+    `name` (also `process.hostname`). `app` is a Celery app on
     the worker's broker (the project's app by default): the worker answers its ping before the
     block starts."""
     if app is None:
         from webapp.celery import app
-    hostname = f"test-{os.getpid()}-{time.monotonic_ns()}@localhost"
+    hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@localhost"
     with open(log_path, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "--concurrency", "1",

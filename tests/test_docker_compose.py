@@ -35,7 +35,7 @@ def command_words(service: dict) -> list[list[str]]:
 
 
 def test_expected_services_and_volumes():
-    assert set(SERVICES) == {"postgres", "redis", "web", "worker-gpu", "worker-cpu"}
+    assert set(SERVICES) == {"postgres", "redis", "web", "worker-gpu0", "worker-gpu1", "worker-cpu"}
     assert {"pgdata", "redisdata", "runs"} <= set(COMPOSE["volumes"])
     for name, service in SERVICES.items():
         assert "healthcheck" in service, f"{name} has no healthcheck"
@@ -44,7 +44,7 @@ def test_expected_services_and_volumes():
 
 
 def test_app_services_wait_for_healthy_databases_and_share_config():
-    for name in ("web", "worker-gpu", "worker-cpu"):
+    for name in ("web", "worker-gpu0", "worker-gpu1", "worker-cpu"):
         service = SERVICES[name]
         assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
@@ -54,15 +54,38 @@ def test_app_services_wait_for_healthy_databases_and_share_config():
         assert "SECRET_KEY" in env and "runs:/data/runs" in service["volumes"]
 
 
-def test_gpu_worker_reserves_an_nvidia_gpu_and_runs_one_task_at_a_time():
-    gpu = SERVICES["worker-gpu"]
-    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
-    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
-    words = gpu["command"]
+GPU_WORKERS = sorted(name for name in SERVICES if name.startswith("worker-gpu"))
+
+
+@pytest.mark.parametrize("name", GPU_WORKERS)
+def test_each_gpu_worker_is_pinned_to_its_own_device_and_named_after_it(name):
+    index = name.removeprefix("worker-gpu")
+    worker = SERVICES[name]
+    devices = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "device_ids": [index], "capabilities": ["gpu"]}]
+    env = worker["environment"]
+    assert env["COHORT_WORKER_NAME"] == f"gpu{index}" and env["COHORT_WORKER_DEVICES"] == index
+    assert env["DATABASE_URL"] == SERVICES["web"]["environment"]["DATABASE_URL"]  # the shared config is merged in
+    (words,) = [w for w in command_words(worker) if w[0] == "celery" and "worker" in w]
     assert words[words.index("-Q") + 1] == "gpu"
     assert words[words.index("--concurrency") + 1] == "1"
+    assert words[words.index("-n") + 1] == "$$COHORT_WORKER_NAME@%h"  # compose turns $$ into $; sh expands it
+    ping = [w for w in command_words(worker) if "inspect" in w][0]
+    assert ping[ping.index("-d") + 1] == "$$COHORT_WORKER_NAME@$$HOSTNAME"
+
+
+def test_gpu_workers_have_distinct_devices_and_names_and_the_cpu_worker_takes_the_rest():
+    assert len(GPU_WORKERS) >= 2
+    envs = [SERVICES[name]["environment"] for name in GPU_WORKERS]
+    assert len({e["COHORT_WORKER_NAME"] for e in envs}) == len({e["COHORT_WORKER_DEVICES"] for e in envs}) == len(envs)
     cpu = SERVICES["worker-cpu"]["command"]
     assert cpu[cpu.index("-Q") + 1] == "default"
+
+
+def test_the_variables_the_workers_set_are_read_by_the_settings():
+    from django.conf import settings
+
+    assert hasattr(settings, "COHORT_WORKER_DEVICES") and hasattr(settings, "COHORT_WORKER_GPU_MEMORY_GB")
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))

@@ -86,6 +86,9 @@ class RunConfig:
     gradient_checkpointing: Literal["auto", "on", "off"] = field(default="auto", metadata=_meta(
         "Recompute activations in the backward pass instead of keeping them (much less memory for "
         "about a third more compute): 'auto' is on for a GPU, off for a CPU.", "model"))
+    min_gpu_memory_gb: float | None = field(default=None, metadata=_meta(
+        "Only a worker whose GPU has at least this much memory (GB) takes the run; others leave it "
+        "in the queue for a bigger one. Empty: any worker.", "model"))
 
     # --- program and task ------------------------------------------------------------------
     program: str = field(default="toy", metadata=_meta(
@@ -241,6 +244,11 @@ class RunConfig:
                 f"max_new_tokens ({self.max_new_tokens}) must be smaller than max_context_length "
                 f"({self.max_context_length}): the prompt needs room too."
             )
+        if self.min_gpu_memory_gb is not None and not (
+                isinstance(self.min_gpu_memory_gb, (int, float)) and not isinstance(self.min_gpu_memory_gb, bool)
+                and 0 < self.min_gpu_memory_gb < 10_000):
+            raise ConfigError("min_gpu_memory_gb", "min_gpu_memory_gb must be a number of GB above 0 (e.g. 40), "
+                              f"or empty for any GPU; got {self.min_gpu_memory_gb!r}.")
         if not self.lora_targets:
             raise ConfigError("lora_targets", "lora_targets must name at least one module, e.g. ['q_proj', 'v_proj'].")
 

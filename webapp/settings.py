@@ -169,6 +169,13 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"workers.tasks.run_train_task": {"queue": "gpu"}}
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Each worker also consumes its own queue, so a GPU worker that cannot fit a queued run (its
+# min_gpu_memory_gb) can wake a bigger one by name (webapp/scheduling/services.py).
+CELERY_WORKER_DIRECT = True
+# What a GPU worker reports about itself when NVML cannot say (or must not: a MIG slice, a test).
+COHORT_WORKER_GPU_NAME = env.str("COHORT_WORKER_GPU_NAME", default="")
+COHORT_WORKER_GPU_MEMORY_GB = env.float("COHORT_WORKER_GPU_MEMORY_GB", default=None)
+COHORT_WORKER_DEVICES = env.str("COHORT_WORKER_DEVICES", default="")
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=12 * 3600),

@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("alerts/", include("webapp.alerts.urls")),
     path("api/", include("webapp.api.urls")),
+    path("queue/", include("webapp.scheduling.urls")),
     path("", include("webapp.prefs.urls")),
     path("", include("webapp.runs.urls")),
 ]

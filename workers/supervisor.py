@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,12 +33,18 @@ from webapp.runs.ingest import step_events_ingest
 from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
 from webapp.runs.models import Run
 from webapp.runs.services import (
-    run_claim,
     run_directory,
     run_discard_steps_after,
     run_finish,
     run_heartbeat,
     run_record_gpus,
+)
+from webapp.scheduling.services import (
+    claim_next,
+    wake_self_at_start,
+    wake_worker_that_fits,
+    worker_gpu_memory_gb,
+    worker_report,
 )
 
 log = logging.getLogger(__name__)
@@ -235,14 +240,22 @@ class Supervisor:
             return ""
 
 
-def supervise_run(run_id: int) -> str:
-    """Claims the run (a second delivery of the same message claims nothing) and trains it."""
-    worker = f"{socket.gethostname()}:{os.getpid()}"
-    run = with_database(f"claiming run {run_id}", lambda: run_claim(run_id, worker=worker))
+def supervise_next(worker_name: str) -> str:
+    """Claims the fairest queued run this worker's GPU fits (a second delivery of a wake-up claims
+    nothing) and trains it; when nothing fits, wakes a worker with a bigger GPU if one exists."""
+    gpu_mem = with_database("reading this worker's GPU", lambda: worker_gpu_memory_gb(worker_name))
+    run = with_database("claiming the next queued run", lambda: claim_next(worker_name, gpu_mem))
     if run is None:
+        with_database("waking a worker that fits", lambda: wake_worker_that_fits(worker_name, gpu_mem))
         return "not claimed"
     # An open run page sees queued -> running without reloading.
     notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step,
                             "error": run.error}
     notify(run.pk, notice)
     return Supervisor(run).supervise()
+
+
+def worker_started(worker_name: str) -> int:
+    """At a GPU worker's start: report it, then wake it once per queued run it fits."""
+    worker = with_database("reporting this worker", lambda: worker_report(worker_name))
+    return with_database("waking this worker", lambda: wake_self_at_start(worker_name, worker.gpu_memory_gb))

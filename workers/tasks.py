@@ -6,6 +6,7 @@ import os
 import socket
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 
 # Django-free (plain HTTP), so the retry policy below can name it when the worker loads this module.
@@ -18,12 +19,30 @@ def ping_task() -> dict:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-@shared_task(name="workers.tasks.run_train_task")
-def run_train_task(run_id: int) -> str:
-    """Claims and trains one run (on the `gpu` queue); a second delivery claims nothing."""
-    from workers.supervisor import supervise_run
+@shared_task(name="workers.tasks.run_train_task", bind=True)
+def run_train_task(self, run_id: int | None = None) -> str:
+    """A wake-up on the `gpu` queue (or this worker's own): claims the fairest queued run this
+    worker's GPU fits, which need not be `run_id` (the queue's order lives in the database), and
+    trains it. Every launch and resume sends one, so there are never fewer wake-ups than runs."""
+    from workers.supervisor import supervise_next
 
-    return supervise_run(run_id)
+    return supervise_next(self.request.hostname)
+
+
+@worker_ready.connect
+def report_gpu_worker(sender, **kwargs) -> None:
+    """A worker consuming the `gpu` queue tells the database its host, GPU and devices (the queue
+    page shows them; claims compare the GPU memory with a run's minimum), then wakes itself for
+    the queued runs it fits."""
+    queues = set(sender.app.amqp.queues.consume_from or {})
+    if "gpu" not in queues:
+        return
+    from workers.supervisor import worker_started
+
+    try:
+        worker_started(sender.hostname)
+    except Exception:  # a worker that cannot report still trains what it is sent
+        logging.getLogger(__name__).exception("reporting worker %s failed", sender.hostname)
 
 
 @shared_task(name="workers.tasks.reap_stale_runs_task")

@@ -13,7 +13,7 @@ from webapp.datasets.models import Dataset
 from webapp.runs.catalog import programs_sync
 from webapp.runs.models import Program, Run, StepMetric, Task
 from webapp.runs.services import run_create
-from workers.supervisor import Supervisor, supervise_run
+from workers.supervisor import Supervisor, supervise_next
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,7 +55,7 @@ def test_a_task_whose_dataset_has_no_rows_fails_with_a_clear_error(owner, settin
     empty = Dataset.objects.create(name="empty-math", kind="math")
     task = Task.objects.create(name="empty", title="Empty", program=Program.objects.get(name="math"), dataset=empty)
     run = run_create(owner=owner, task=task, config=math_config())
-    assert supervise_run(run.pk) == Run.State.FAILED
+    assert supervise_next("gpu0@test") == Run.State.FAILED
     run.refresh_from_db()
     assert "dataset 'empty-math' has no training rows yet" in run.error
 

@@ -154,6 +154,8 @@ def _form_field(f: dataclasses.Field) -> forms.Field:
         return CommaListField(item=str, help_text=help_text)
     if annotation == "dict[str, int]":
         return CountsField(help_text=help_text)
+    if annotation == "float | None":  # optional: left empty means None
+        return forms.FloatField(required=False, help_text=help_text)
     if annotation == "str | None":  # optional: left empty means None
         return forms.CharField(required=False, empty_value=None, help_text=help_text, max_length=500)
     return forms.CharField(help_text=help_text, max_length=500)

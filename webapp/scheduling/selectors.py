@@ -35,7 +35,7 @@ def _fair_order(runs: list[Run]) -> list[Run]:
 
 def queued_runs():
     """Queued runs with their owner and front mark (one query)."""
-    return (Run.objects.filter(state=Run.State.QUEUED).select_related("owner", "queue_priority")
+    return (Run.objects.filter(state=Run.State.QUEUED).select_related("owner", "task", "queue_priority")
             .order_by("created_at", "pk"))
 
 
@@ -47,3 +47,28 @@ def queue_order() -> list[tuple[int, Run]]:
         priority = run.queue_priority if hasattr(run, "queue_priority") else None
         run.front_at = priority.front_at if priority else None
     return list(enumerate(_fair_order(runs), start=1))
+
+
+def active_runs_with_workers() -> list[Run]:
+    """Running and cancelling runs, each with `.worker_row` (the Worker it runs on, or None): two queries."""
+    from webapp.scheduling.models import Worker
+
+    runs = list(Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING])
+                .select_related("owner", "task").order_by("started_at", "pk"))
+    workers = {w.name: w for w in Worker.objects.filter(name__in={r.worker for r in runs})}
+    for run in runs:
+        run.worker_row = workers.get(run.worker)
+    return runs
+
+
+def workers_with_runs(active: list[Run]) -> list:
+    """Every reported worker, newest report first, each with `.runs` (its active runs from `active`)."""
+    from webapp.scheduling.models import Worker
+
+    by_worker: dict[str, list[Run]] = {}
+    for run in active:
+        by_worker.setdefault(run.worker, []).append(run)
+    workers = list(Worker.objects.order_by("name"))
+    for worker in workers:
+        worker.runs = by_worker.get(worker.name, [])
+    return workers

@@ -3,11 +3,13 @@
 import os
 import socket
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from webapp.celery import app as celery_app
 from webapp.runs.models import Run
-from webapp.runs.services import run_claim
+from webapp.runs.services import TRAIN_TASK, run_claim
 from webapp.scheduling.models import QueuePriority, Worker
 from webapp.scheduling.selectors import queue_order
 
@@ -55,7 +57,12 @@ def queue_move_to_front(run: Run) -> bool:
 
 
 def local_gpu() -> tuple[str, float | None]:
-    """(GPU model, memory in GB) of the first visible device, or ("", None) on a CPU-only host."""
+    """(GPU model, memory in GB) of the first visible device, or ("", None) on a CPU-only host.
+
+    COHORT_WORKER_GPU_NAME / COHORT_WORKER_GPU_MEMORY_GB win over NVML: for a MIG slice, whose
+    memory NVML reports for the whole card, and for tests on a machine without a GPU."""
+    if settings.COHORT_WORKER_GPU_NAME or settings.COHORT_WORKER_GPU_MEMORY_GB is not None:
+        return settings.COHORT_WORKER_GPU_NAME, settings.COHORT_WORKER_GPU_MEMORY_GB
     try:  # nvidia-ml-py is optional at runtime, and a host without a driver raises on init
         import pynvml
 
@@ -82,7 +89,59 @@ def worker_report(name: str, *, host: str | None = None, gpu_name: str | None = 
         "host": host if host is not None else socket.gethostname(),
         "gpu_name": gpu_name or "",
         "gpu_memory_gb": gpu_memory_gb,
-        "devices": devices if devices is not None else os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "devices": devices if devices is not None else local_devices(),
         "seen_at": timezone.now(),
     })
     return worker
+
+
+def local_devices() -> str:
+    """Which GPUs this worker is pinned to, as the queue page shows them: COHORT_WORKER_DEVICES (set
+    in docker-compose.yml, where a container sees its one GPU as device 0), else CUDA_VISIBLE_DEVICES."""
+    return settings.COHORT_WORKER_DEVICES or os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+
+def worker_gpu_memory_gb(name: str) -> float | None:
+    """The GPU memory a worker reported at start; what NVML sees here when it never reported."""
+    reported = Worker.objects.filter(name=name).values_list("gpu_memory_gb", flat=True).first()
+    return reported if reported is not None else local_gpu()[1]
+
+
+def _wake(worker_name: str, reason_run: Run | None = None) -> None:
+    """One wake-up message on the worker's own queue (Celery worker_direct): it claims the fairest
+    run it fits when it is free, which need not be `reason_run`."""
+    from celery.utils.nodenames import worker_direct
+
+    celery_app.send_task(TRAIN_TASK, args=[reason_run.pk if reason_run else None], queue=worker_direct(worker_name))
+
+
+def wake_worker_that_fits(worker_name: str, gpu_mem_gb: float | None) -> str | None:
+    """Called when `worker_name` claimed nothing: if the fairest queued run is one its GPU is too small
+    for, wakes a worker that reported enough memory (an idle one first). Returns whom it woke.
+
+    Each queued run's own wake-up message may have reached a worker too small for it; without this
+    the run would wait until a bigger worker finished its current run. No worker that fits: the run
+    stays queued and the queue page says which GPU it waits for."""
+    waiting = [run for _, run in queue_order() if not _fits(run, gpu_mem_gb)]
+    if not waiting:
+        return None
+    need = run_min_gpu_memory_gb(waiting[0]) or 0.0
+    candidates = list(Worker.objects.filter(gpu_memory_gb__gte=need).exclude(name=worker_name)
+                      .order_by("gpu_memory_gb", "name").values_list("name", flat=True))
+    if not candidates:
+        return None
+    busy = set(Run.objects.filter(worker__in=candidates, state__in=[Run.State.RUNNING, Run.State.CANCELLING])
+               .values_list("worker", flat=True))
+    chosen = next((name for name in candidates if name not in busy), candidates[0])
+    _wake(chosen, waiting[0])
+    return chosen
+
+
+def wake_self_at_start(worker_name: str, gpu_mem_gb: float | None) -> int:
+    """A GPU worker that just started sends itself one wake-up per queued run it fits, so runs whose
+    messages were consumed by smaller workers before it existed are not left waiting. Extra wake-ups
+    cost one query each: they claim nothing."""
+    fitting = [run for _, run in queue_order() if _fits(run, gpu_mem_gb)]
+    for run in fitting:
+        _wake(worker_name, run)
+    return len(fitting)

@@ -74,6 +74,13 @@ def test_a_valid_form_queues_the_run_it_shows(client, owner, toy_task):
     assert (run.owner, run.task, run.name, run.state, run.total_steps) == (owner, toy_task, "first try", "queued", 12)
     assert run.config["lora_targets"] == ["q_proj", "v_proj"] and run.config["program"] == "toy"
     assert [r["name"] for r in run.config["rewards"]] == ["char_f1", "exact_match"]
+    assert run.config["min_gpu_memory_gb"] is None  # left empty: any worker
+
+
+def test_a_run_can_ask_for_a_gpu_memory_minimum(client, owner, toy_task):
+    client.force_login(owner)
+    assert client.post(reverse("runs:new"), launch_data(toy_task, min_gpu_memory_gb="40")).status_code == 302
+    assert Run.objects.get().config["min_gpu_memory_gb"] == 40.0
 
 
 @pytest.mark.parametrize(("changes", "field", "message"), [
@@ -89,6 +96,7 @@ def test_a_valid_form_queues_the_run_it_shows(client, owner, toy_task):
     ({"teacher_rollouts": "teacher"}, "teacher_rollouts", "name=count"),
     ({"program": "math"}, "program", "generates its examples with program 'toy'"),
     ({"program": "nonexistent"}, "program", "Select a valid choice"),
+    ({"min_gpu_memory_gb": "-8"}, "min_gpu_memory_gb", "must be a number of GB above 0"),
 ])
 def test_an_invalid_form_is_a_400_with_the_error_beside_its_field(client, owner, toy_task, changes, field, message):
     client.force_login(owner)

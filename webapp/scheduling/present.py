@@ -1,0 +1,47 @@
+"""What the queue page shows of a queued run: its size, the GPU it needs, and who may act on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainer.config import RunConfig
+from webapp.limits.services import run_token_budget
+from webapp.runs.models import Run
+
+
+@dataclass
+class QueuedRow:
+    position: int
+    run: Run
+    tokens: int | None  # None: the stored config no longer parses (shown as "?")
+    min_gpu_memory_gb: float | None
+    waits_for: str  # why it cannot start on any reported worker, or ""
+    visible: bool  # the user may open the run (own run, or staff)
+    can_cancel: bool
+
+    @property
+    def tokens_label(self) -> str:
+        """12,345 tokens as "12.3k" (the column compares sizes at a glance; the title has the exact value)."""
+        if self.tokens is None:
+            return "?"
+        for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+            if self.tokens >= size:
+                return f"{self.tokens / size:.1f}{unit}"
+        return str(self.tokens)
+
+
+def queued_rows(order: list[tuple[int, Run]], user, largest_gpu_gb: float | None) -> list[QueuedRow]:
+    rows = []
+    for position, run in order:
+        try:
+            config = RunConfig.from_dict(run.config)
+            tokens, need = run_token_budget(config), config.min_gpu_memory_gb
+        except ValueError:
+            tokens, need = None, None
+        waits_for = ""
+        if need is not None and (largest_gpu_gb is None or largest_gpu_gb < need):
+            waits_for = (f"needs a GPU with {need:g} GB; the largest worker has "
+                         f"{'no GPU' if largest_gpu_gb is None else f'{largest_gpu_gb:g} GB'}")
+        mine = user.is_staff or run.owner_id == user.pk
+        rows.append(QueuedRow(position, run, tokens, need, waits_for, visible=mine, can_cancel=mine))
+    return rows
