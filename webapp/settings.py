@@ -284,3 +284,8 @@ COHORT_LIMIT_ACTIVE_RUNS_PER_USER = env.int("COHORT_LIMIT_ACTIVE_RUNS_PER_USER",
 COHORT_LIMIT_QUEUED_RUNS_PER_USER = env.int("COHORT_LIMIT_QUEUED_RUNS_PER_USER", default=10)
 COHORT_LIMIT_TOKENS_PER_RUN = env.int("COHORT_LIMIT_TOKENS_PER_RUN", default=50_000_000)
 COHORT_LIMIT_MAX_CONTEXT_LENGTH = env.int("COHORT_LIMIT_MAX_CONTEXT_LENGTH", default=32768)
+# Models: the allow-list lives in the admin (webapp/limits/model_allowlist.py); these hub id prefixes
+# are allowed without an admin visit (e.g. "Qwen/,meta-llama/"). One cache for every hub download and
+# the built-in tiny model, shared by all runs and workers.
+COHORT_MODEL_ALLOWED_PREFIXES = env.list("COHORT_MODEL_ALLOWED_PREFIXES", default=[])
+COHORT_MODEL_CACHE = env.path("COHORT_MODEL_CACHE", default=str(VAR_DIR / "model-cache"))

@@ -25,10 +25,12 @@ from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from trainer.cli import STOP_FILE
 from webapp.datasets.export import ExportError, task_export
+from webapp.limits.model_allowlist import trainer_environment
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
 from webapp.runs.models import Run
@@ -138,6 +140,12 @@ class Supervisor:
             argv.append("--resume")
         return argv
 
+    @staticmethod
+    def environment() -> dict[str, str]:
+        """The trainer's environment: every hub download and the tiny model go to the shared cache."""
+        return {**os.environ, **trainer_environment(), "COHORT_MODEL_CACHE": str(settings.COHORT_MODEL_CACHE),
+                "PYTHONUNBUFFERED": "1"}
+
     def ship(self) -> None:
         """Store new events; on a database error keep the offset and try again next tick."""
         events, offset = self.tail.read_new()
@@ -179,7 +187,7 @@ class Supervisor:
             return self.finish_early(Run.State.FAILED, str(exc))
         with open(self.stderr_path, "ab") as err:
             process = subprocess.Popen(argv, stdout=err, stderr=err, stdin=subprocess.DEVNULL,
-                                       start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                       start_new_session=True, env=self.environment())
         try:
             while process.poll() is None:
                 self.tick()

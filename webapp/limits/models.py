@@ -33,3 +33,36 @@ class LimitOverride(models.Model):
 
     def __str__(self) -> str:
         return f"limits for {'user ' + str(self.user) if self.user_id else 'group ' + str(self.group)}"
+
+
+class AllowedModel(models.Model):
+    """One entry of the model allow-list (webapp/limits/model_allowlist.py): which hub ids and local
+    folders non-staff users may train. The built-in tiny model needs no entry."""
+
+    class Kind(models.TextChoices):
+        ID = "id", "Hub id (exact)"
+        PREFIX = "prefix", "Hub id prefix"
+        LOCAL_ROOT = "local_root", "Local folder (models under it)"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ID)
+    value = models.CharField(max_length=500, help_text=(
+        "Exact hub id (meta-llama/Llama-3.2-1B-Instruct), a hub id prefix (Qwen/) or an absolute folder "
+        "whose sub-folders are models (/srv/models)."))
+    note = models.CharField(max_length=200, blank=True, help_text="Why it is allowed, for other admins.")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("kind", "value")
+        constraints = [models.UniqueConstraint(fields=("kind", "value"), name="allowedmodel_kind_value_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.value}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from webapp.limits.model_allowlist import allowed_model_entry_error
+
+        problem = allowed_model_entry_error(self.kind, self.value)
+        if problem:
+            raise ValidationError({"value": problem})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from trainer.config import RunConfig
+from webapp.limits.model_allowlist import model_refusal
 from webapp.limits.models import LIMIT_FIELDS, LimitOverride
 
 
@@ -64,14 +65,21 @@ def _per_run_errors(limits: dict[str, int], config: RunConfig) -> list[LimitErro
     return errors
 
 
+def _model_errors(user, config: RunConfig) -> list[LimitError]:
+    """The model allow-list's verdict; it applies to staff too (local paths have safety rules for all)."""
+    refused = model_refusal(user, config.model)
+    return [LimitError("model", refused)] if refused else []
+
+
 def limits_check_launch(user, config: RunConfig) -> list[LimitError]:
     """Everything that stops `user` from queueing one more run of `config` (empty: allowed)."""
+    model_errors = _model_errors(user, config)
     if user.is_staff:
-        return []
+        return model_errors
     from webapp.runs.models import Run  # the runs app imports this module at claim time
 
     limits = limits_for_user(user)
-    errors = _per_run_errors(limits, config)
+    errors = model_errors + _per_run_errors(limits, config)
     runs = Run.objects.filter(owner=user)
     active = runs.filter(state__in=Run.ACTIVE_STATES).count()
     if active >= limits["active_runs"]:
@@ -86,10 +94,12 @@ def limits_check_launch(user, config: RunConfig) -> list[LimitError]:
 
 def limits_check_claim(user, config: RunConfig) -> list[LimitError]:
     """The per-run budget (tokens, context) re-checked when a worker claims the run: limits may have
-    changed since launch. Run counts are not re-checked (the claimed run would count itself)."""
+    changed since launch, and so may the model allow-list. Run counts are not re-checked (the claimed
+    run would count itself)."""
+    model_errors = _model_errors(user, config)
     if user.is_staff:
-        return []
-    return _per_run_errors(limits_for_user(user), config)
+        return model_errors
+    return model_errors + _per_run_errors(limits_for_user(user), config)
 
 
 def limits_fail_run_over_budget(run) -> bool:
@@ -106,6 +116,6 @@ def limits_fail_run_over_budget(run) -> bool:
     errors = limits_check_claim(run.owner, config)
     if not errors:
         return False
-    reason = "Refused at start (launch limits changed): " + " ".join(e.message for e in errors)
+    reason = "Refused at start (launch limits or the model allow-list changed): " + " ".join(e.message for e in errors)
     run.transition(Run.State.FAILED, error=reason, finished_at=timezone.now())
     return True
