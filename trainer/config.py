@@ -194,6 +194,11 @@ class RunConfig:
     checkpoint_every: int = field(default=10, metadata=_meta(
         "Write a resumable checkpoint every N steps (and at the end).", "eval"))
     seed: int = field(default=0, metadata=_meta("Seed of data order, sampling and initialization.", "eval"))
+    keep_rollouts_last_steps: int = field(default=0, metadata=_meta(
+        "Retention: keep the rollout text (rollouts, module calls, groups) of only the newest N steps; "
+        "older steps keep every metric. 0 keeps everything.", "eval"))
+    keep_rollouts_every: int = field(default=0, metadata=_meta(
+        "Retention: also keep the rollouts of every k-th step (step % k == 0) however old (0: none).", "eval"))
 
     def __post_init__(self):
         self.rewards = [r if isinstance(r, RewardSpec) else _reward_from_dict(r) for r in self.rewards]
@@ -217,7 +222,8 @@ class RunConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
-        for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed"):
+        for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed", "keep_rollouts_last_steps",
+                     "keep_rollouts_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")

@@ -14,6 +14,7 @@ from webapp.datasets.kinds import program_dataset_kind
 from webapp.datasets.models import Dataset
 from webapp.runs.catalog import task_rewards_check
 from webapp.runs.models import Group, GroupMember, ModuleCall, Program, Rollout, Run, StepMetric, Task
+from webapp.runs.retention import storage_label
 
 
 @admin.register(Program)
@@ -228,13 +229,18 @@ class TaskAdmin(admin.ModelAdmin):
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "owner", "task", "state", "attempt", "current_step", "total_steps",
-                    "best_reward", "created_at", "heartbeat_at"]
+                    "best_reward", "storage", "created_at", "heartbeat_at"]
     list_filter = ["state", "task__program", "owner"]
+
+    @admin.display(description="storage", ordering="storage_bytes")
+    def storage(self, obj):
+        return storage_label(obj.storage_bytes)
+
     search_fields = ["name", "owner__username", "task__name"]
     list_select_related = ["owner", "task"]
     date_hierarchy = "created_at"
     # State changes go through Run.transition (the state machine), never a free-form edit.
-    readonly_fields = ["state", "attempt", "current_step", "last_seq", "heartbeat_at", "worker",
+    readonly_fields = ["state", "attempt", "current_step", "last_seq", "heartbeat_at", "worker", "storage_bytes",
                        "started_at", "finished_at", "created_at"]
 
 

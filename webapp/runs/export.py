@@ -1,5 +1,6 @@
 """Whole-run exports, streamed in constant memory: step metrics as CSV, rollouts (with their module
-calls) as JSON Lines.
+calls) as JSON Lines; under a retention setting the rollouts export begins with one
+`{"type": "retention", ...}` line listing the steps whose rollouts were dropped.
 
 Rows come from `QuerySet.iterator(chunk_size)`: server-side cursors on PostgreSQL, `fetchmany` on
 SQLite, so the web process never holds more than a chunk, and the number of queries does not depend
@@ -14,6 +15,7 @@ import json
 from collections.abc import Iterator
 
 from webapp.runs.models import ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.retention import Retention, steps_without_rollouts
 from webapp.runs.series import metric_keys
 
 CHUNK_ROWS = 500  # rows per server-side fetch and per streamed piece
@@ -61,6 +63,11 @@ def rollouts_jsonl(run: Run) -> Iterator[str]:
              .values_list(*CALL_FIELDS).iterator(chunk_size=CHUNK_ROWS * 10))
     pending = next(calls, None)
     lines: list[str] = []
+    retention = Retention.of(run)
+    if retention.active:  # a first line (only then) that tells a reader which steps have no rollouts
+        lines.append(json.dumps({"type": "retention", "keep_rollouts_last_steps": retention.last_steps,
+                                 "keep_rollouts_every": retention.every,
+                                 "steps_without_rollouts": steps_without_rollouts(run)}))
     for values in rollouts:
         rollout = dict(zip(ROLLOUT_FIELDS, values, strict=True))
         own = []

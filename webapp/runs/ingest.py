@@ -24,6 +24,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric, steps_stored
+from webapp.runs.retention import retention_apply, storage_add
 
 BATCH_SIZE = 2000
 REWARD_KEY = "reward/mean"  # trainer.loop's training reward; best, last reward of the runs table
@@ -75,6 +76,7 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
         for event in fresh:
             rows.add_step(locked.pk, event)
         _write(rows)
+        storage_add(locked.pk, [m.step for m in metrics], [m.seq for m in metrics])
         last = fresh[-1]
         rewards = [m.metrics.get(REWARD_KEY) for m in metrics if m.metrics.get(REWARD_KEY) is not None]
         best = max([locked.best_reward, *rewards], key=lambda v: -math.inf if v is None else v) if rewards else locked.best_reward
@@ -82,6 +84,7 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
             last_seq=seq, current_step=max(locked.current_step, int(last["step"])), best_reward=best,
             last_reward=_newest(metrics, REWARD_KEY, locked.last_reward),
             last_eval_reward=_newest(metrics, EVAL_REWARD_KEY, locked.last_eval_reward))
+        retention_apply(locked)  # in the same transaction: no reader sees rows the config drops
         # Listeners (alert rules) read the committed rows; robust: a listener's error never fails the ingest.
         transaction.on_commit(lambda: steps_stored.send(sender=Run, run=locked, rows=metrics), robust=True)
     return metrics

@@ -129,7 +129,7 @@ class Run(models.Model):
         null=True, blank=True, help_text="eval/reward/mean of the newest stored step that evaluated.")
     last_seq = models.PositiveBigIntegerField(default=0, help_text="Highest StepMetric.seq stored.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    worker = models.CharField(max_length=200, blank=True, help_text="Host and pid of the claiming worker.")
+    worker = models.CharField(max_length=200, blank=True, help_text="Celery name of the claiming worker, e.g. gpu0@node7.")
     checkpoint_dir = models.CharField(max_length=1000, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -139,6 +139,8 @@ class Run(models.Model):
     notes = models.TextField(blank=True)
     archived_at = models.DateTimeField(null=True, blank=True, help_text="Hidden from the runs table unless asked.")
     gpus = models.PositiveSmallIntegerField(default=0, help_text="CUDA devices the trainer used (0: CPU).")
+    storage_bytes = models.BigIntegerField(
+        default=0, help_text="Stored size of the run's steps, rollouts, calls and groups (webapp/runs/retention.py).")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -50,12 +50,13 @@ RUN_SORTS: dict[str, str] = {
     "name": "name", "state": "state", "task": "task__name", "steps": "current_step",
     "last_reward": "last_reward", "best_reward": "best_reward", "last_eval_reward": "last_eval_reward",
     "duration": "elapsed", "gpu_hours": "gpu_elapsed", "owner": "owner__username", "created": "created_at",
+    "storage": "storage_bytes",
 }
 DEFAULT_SORT = "-created"
 # What a table row shows (notes: its inline edit form); not the config (annotated instead) or the error.
 TABLE_FIELDS = (
     "id", "name", "state", "current_step", "total_steps", "best_reward", "last_reward", "last_eval_reward",
-    "tags", "notes", "archived_at", "gpus", "created_at", "started_at", "finished_at", "task__name", "task__title",
+    "tags", "notes", "archived_at", "gpus", "storage_bytes", "created_at", "started_at", "finished_at", "task__name", "task__title",
     "task__program__name", "task__program__title", "owner__username",
 )
 

@@ -26,6 +26,7 @@ from webapp.runs.models import (
     StepMetric,
     Task,
 )
+from webapp.runs.retention import storage_recount
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ def run_discard_steps_after(run: Run, *, attempt: int, step: int) -> None:
     StepMetric.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Rollout.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Group.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
+    storage_recount(run)
 
 
 def run_directory(run_id: int) -> Path:

@@ -19,13 +19,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.runs.forms import RunDetailsForm, RunFilterForm
 from webapp.runs.models import Run
+from webapp.runs.retention import storage_label
 from webapp.runs.selectors import DEFAULT_SORT, run_get_for_user, run_list_filtered, run_list_for_user
 from webapp.runs.services import RunsActive, run_update_details, runs_delete, runs_set_archived
 
 PAGE_SIZE = 50
 MAX_SELECTED = 200
 # The first click on a column sorts numbers and dates high to low, text A to Z.
-DESCENDING_FIRST = {"steps", "last_reward", "best_reward", "last_eval_reward", "duration", "gpu_hours", "created"}
+DESCENDING_FIRST = {"steps", "last_reward", "best_reward", "last_eval_reward", "duration", "gpu_hours", "storage",
+                    "created"}
 ACTIONS = {
     "archive": ("Archive", "Archived runs leave the table (tick 'Show archived' to see them); nothing is deleted."),
     "unarchive": ("Unarchive", "The runs return to the table."),
@@ -48,6 +50,7 @@ def run_list(request):
         run.gpu_hours = gpu_hours(run.gpu_elapsed) if run.started_at else None
         run.rewards_text = [number_text(v, 3) for v in (run.last_reward, run.best_reward, run.last_eval_reward)]
         run.gpu_hours_text = number_text(run.gpu_hours, 2)
+        run.storage_text = storage_label(run.storage_bytes)
     return render(request, "runs/list.html", {
         "filters": filters, "runs": rows, "page": page, "headers": sort_headers(filters.cleaned_data["sort"]),
         "sorted_by": filters.cleaned_data["sort"], "here": request.get_full_path(),
@@ -60,7 +63,7 @@ def sort_headers(current: str) -> dict[str, dict[str, str]]:
     column the table is sorted by (a second click reverses it)."""
     headers = {}
     for key in ("name", "state", "task", "steps", "last_reward", "best_reward", "last_eval_reward", "duration",
-                "gpu_hours", "owner", "created"):
+                "gpu_hours", "storage", "owner", "created"):
         if current.removeprefix("-") == key:
             descending = current.startswith("-")
             headers[key] = {"sort": key if descending else f"-{key}", "arrow": " ▼" if descending else " ▲",

@@ -12,6 +12,7 @@ from webapp.runs.launch import config_defaults, preset_choices
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam
 from webapp.runs.params import int_param as _int_param
+from webapp.runs.retention import rollouts_dropped
 from webapp.runs.selectors import run_get_for_user, run_list_for_user, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 
@@ -216,7 +217,7 @@ def run_step(request, run_id: int, step: int):
         "examples": examples, "n_examples": n_examples, "offset": offset, "page": EXAMPLES_PAGE,
         "next_offset": offset + EXAMPLES_PAGE if offset + EXAMPLES_PAGE < n_examples else None,
         "modules": inspect.step_module_summary(run, attempt, step), "groups": group_rows, "n_groups": n_groups,
-        "module": module,
+        "module": module, "dropped": "" if examples else rollouts_dropped(run, step),
     })
 
 
@@ -231,6 +232,9 @@ def run_trajectories(request, run_id: int, step: int):
         attempt = _int_param(request, "attempt", low=1)
     except BadParam as exc:
         return _bad(request, str(exc))
+    dropped = rollouts_dropped(run, step)
+    if dropped:  # 410: the text existed and was removed on purpose; the message says by which setting
+        return render(request, "runs/dropped.html", {"run": run, "step": step, "message": dropped}, status=410)
     grid = inspect.trajectory_grid(run, step, example_id, attempt=attempt)
     parting = divergence.grid_divergence(grid)  # where the best and the worst rollout part
     return render(request, "runs/trajectories.html", {
