@@ -13,6 +13,7 @@ from tests.webapp.runs.seeding import (
     mhgpo_step_event,
 )
 from webapp.runs.models import Group, Rollout, Run
+from webapp.runs.texts import fill_call_texts
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -34,6 +35,7 @@ def test_trajectory_grid_aligns_a_hover_style_run(page, screenshot, asgi_server,
     ingest(run, [hover_step_event(1, examples=2, rollouts=6, group_size=7, seed=1)])  # seed 1: a failure
     rollouts = list(Rollout.objects.filter(run=run, example_id="claim-0").order_by("index"))
     calls = {r.index: list(r.calls.order_by("position")) for r in rollouts}
+    fill_call_texts([c for own in calls.values() for c in own])
     log_in(page, asgi_server, "alice")
 
     page.goto(f"{asgi_server}/runs/{run.pk}/steps/1/")

@@ -10,6 +10,7 @@ from django.http import Http404
 from webapp.api.models import ApiToken
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run
 from webapp.runs.selectors import RunSearch, run_list_for_user, runs_matching
+from webapp.runs.texts import fill_call_texts
 
 
 def tokens_for_user(user) -> QuerySet[ApiToken]:
@@ -59,6 +60,7 @@ def step_rollouts(run: Run, attempt: int, step: int, *, offset: int, limit: int,
     if not prompts:
         calls = calls.defer("prompt", "messages")
     page = list(rows.order_by("index").prefetch_related(Prefetch("calls", queryset=calls))[offset:offset + limit])
+    fill_call_texts([call for rollout in page for call in rollout.calls.all()])
     return page, rows.count()
 
 

@@ -15,6 +15,7 @@ from webapp.datasets.models import Dataset
 from webapp.runs.catalog import task_rewards_check
 from webapp.runs.models import Group, GroupMember, ModuleCall, Program, Rollout, Run, StepMetric, Task
 from webapp.runs.retention import storage_label
+from webapp.runs.texts import fill_call_texts
 
 
 @admin.register(Program)
@@ -277,8 +278,24 @@ class ModuleCallAdmin(admin.ModelAdmin):
     list_display = ["id", "rollout", "position", "module", "invocation_index", "parsed_ok", "specific_reward",
                     "propagated_reward", "advantage"]
     list_filter = ["module", "parsed_ok"]
-    search_fields = ["module", "completion"]
+    search_fields = ["module"]  # texts are compressed per example (webapp/runs/texts.py): not searchable in SQL
     raw_id_fields = ["rollout"]
+    exclude = ["prompt", "messages", "completion"]
+    readonly_fields = ["prompt_text", "completion_text"]
+
+    def get_object(self, request, object_id, from_field=None):
+        call = super().get_object(request, object_id, from_field)
+        if call is not None:
+            fill_call_texts([call])
+        return call
+
+    @admin.display(description="prompt")
+    def prompt_text(self, obj):
+        return obj.prompt
+
+    @admin.display(description="completion")
+    def completion_text(self, obj):
+        return obj.completion
 
 
 class GroupMemberInline(admin.TabularInline):

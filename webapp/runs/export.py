@@ -14,9 +14,10 @@ import io
 import json
 from collections.abc import Iterator
 
-from webapp.runs.models import ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.models import CallText, ModuleCall, Rollout, Run, StepMetric
 from webapp.runs.retention import Retention, steps_without_rollouts
 from webapp.runs.series import metric_keys
+from webapp.runs.texts import decode_texts
 
 CHUNK_ROWS = 500  # rows per server-side fetch and per streamed piece
 ROLLOUTS_PER_PIECE = 100  # a rollout carries its calls' prompts (kilobytes each): smaller pieces
@@ -49,10 +50,39 @@ def _drain(buffer: io.StringIO) -> str:
     return text
 
 
-CALL_FIELDS = ("rollout_id", "position", "module", "invocation_index", "prompt", "completion", "parsed_ok",
+CALL_FIELDS = ("rollout_id", "position", "module", "invocation_index", "prompt", "messages", "completion", "parsed_ok",
                "specific_reward", "propagated_reward", "advantage")
 ROLLOUT_FIELDS = ("id", "attempt", "step", "index", "example_id", "parent_id", "teacher", "fork_point", "sampling",
                   "final_output", "reward_components", "total_reward", "failed", "error")
+
+
+class _TextStream:
+    """A run's CallText rows read alongside the rollouts: both are in storage order (ids grow as steps
+    are stored, and a step's texts follow its rollouts'), so the texts a rollout needs are at most a
+    step ahead; those of steps already passed are dropped, keeping memory at one step's texts."""
+
+    def __init__(self, run: Run):
+        self.rows = (CallText.objects.filter(run=run).order_by("pk")
+                     .values_list("attempt", "step", "example_id", "data").iterator(chunk_size=CHUNK_ROWS // 10))
+        self.raw: dict[tuple, bytes] = {}
+        self.decoded: dict[tuple, dict] = {}
+        self.current: tuple | None = None
+
+    def texts(self, attempt: int, step: int, example_id: str) -> dict:
+        key = (attempt, step, example_id)
+        if key[:2] != self.current:  # the rollouts moved on to another step: its texts are done with
+            for done in [k for k in self.raw if k[:2] == self.current]:
+                self.raw.pop(done)
+                self.decoded.pop(done, None)
+            self.current = key[:2]
+        while key not in self.raw:
+            row = next(self.rows, None)
+            if row is None:
+                return {}
+            self.raw[row[:3]] = row[3]
+        if key not in self.decoded:
+            self.decoded[key] = decode_texts(self.raw[key])
+        return self.decoded[key]
 
 
 def rollouts_jsonl(run: Run) -> Iterator[str]:
@@ -62,6 +92,7 @@ def rollouts_jsonl(run: Run) -> Iterator[str]:
     calls = (ModuleCall.objects.filter(rollout__run=run).order_by("rollout_id", "position")
              .values_list(*CALL_FIELDS).iterator(chunk_size=CHUNK_ROWS * 10))
     pending = next(calls, None)
+    texts = _TextStream(run)
     lines: list[str] = []
     retention = Retention.of(run)
     if retention.active:  # a first line (only then) that tells a reader which steps have no rollouts
@@ -74,7 +105,13 @@ def rollouts_jsonl(run: Run) -> Iterator[str]:
         # Calls are sorted by rollout id like the rollouts, so this rollout's calls come next.
         while pending is not None and pending[0] <= rollout["id"]:
             if pending[0] == rollout["id"]:
-                own.append(dict(zip(CALL_FIELDS[1:], pending[1:], strict=True)))
+                call = dict(zip(CALL_FIELDS[1:], pending[1:], strict=True))
+                if call["completion"] is None:  # stored with its example's texts
+                    prompt, messages, completion = texts.texts(
+                        rollout["attempt"], rollout["step"], rollout["example_id"]).get(
+                        (rollout["index"], call["position"]), ("", None, ""))
+                    call.update(prompt=prompt, messages=messages, completion=completion)
+                own.append(call)
             pending = next(calls, None)
         rollout["calls"] = own
         lines.append(json.dumps(rollout, ensure_ascii=False, allow_nan=False))

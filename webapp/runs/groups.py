@@ -14,6 +14,7 @@ from django.http import Http404
 from trainer.advantages import gdpo_advantages, grpo_advantages
 from trainer.metrics import intra_group_similarity
 from webapp.runs.models import Group, GroupMember, Run
+from webapp.runs.texts import fill_call_texts
 
 DECIMALS = 6  # advantages equal to 6 decimals count as one value (as trainer.metrics.advantage_resolution)
 MHGPO_COMPONENTS = ("shared", "specific")
@@ -92,12 +93,14 @@ def _component_source(run: Run, members: list[GroupMember]) -> tuple[str, list[s
 
 
 def group_detail(run: Run, group_id: int) -> GroupView:
-    """The group (scoped to `run`) with its members and the estimator comparison. Two queries."""
+    """The group (scoped to `run`) with its members and the estimator comparison. Four queries
+    (two for the members' compressed texts)."""
     group = Group.objects.filter(run=run, pk=group_id).first()
     if group is None:
         raise Http404("No such group in this run.")
     members = list(GroupMember.objects.filter(group=group).select_related("call", "call__rollout")
-                   .defer("call__prompt", "call__rollout__final_output").order_by("position"))
+                   .defer("call__prompt", "call__messages", "call__rollout__final_output").order_by("position"))
+    fill_call_texts([m.call for m in members])
     source, names, dicts = _component_source(run, members)
     weights = [1.0] * len(names) if source == "mhgpo" else _weights(run, names)
     r = np.asarray([[np.nan if d.get(n) is None else float(d[n]) for n in names] for d in dicts],

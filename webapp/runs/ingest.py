@@ -23,8 +23,18 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
-from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric, steps_stored
+from webapp.runs.models import (
+    CallText,
+    Group,
+    GroupMember,
+    ModuleCall,
+    Rollout,
+    Run,
+    StepMetric,
+    steps_stored,
+)
 from webapp.runs.retention import retention_apply, storage_add
+from webapp.runs.texts import encode_texts
 
 BATCH_SIZE = 2000
 REWARD_KEY = "reward/mean"  # trainer.loop's training reward; best, last reward of the runs table
@@ -128,6 +138,7 @@ class StepRows:
     rollout_parents: list[int | None] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     call_rollouts: list[int] = field(default_factory=list)
+    texts: list[dict[str, Any]] = field(default_factory=list)  # CallText rows: one per (step, example)
     groups: list[dict[str, Any]] = field(default_factory=list)
     members: list[dict[str, Any]] = field(default_factory=list)
     member_groups: list[int] = field(default_factory=list)
@@ -140,6 +151,7 @@ class StepRows:
         first = len(self.rollouts)
         position_of = {t.get("trajectory_id"): first + i for i, t in enumerate(trajectories)}
         call_position: dict[tuple[Any, Any], int] = {}
+        texts: dict[str, list[tuple[int, str, Any, str]]] = {}  # example id -> its calls' texts
         for index, t in enumerate(trajectories):
             self.rollouts.append({
                 "run_id": run_id, "attempt": attempt, "step": step, "index": index,
@@ -158,14 +170,19 @@ class StepRows:
                 call_position.setdefault((t.get("trajectory_id"), c.get("call_id")), len(self.calls))
                 call_position.setdefault((None, c.get("call_id")), len(self.calls))
                 self.call_rollouts.append(first + index)
+                texts.setdefault(self.rollouts[-1]["example_id"], []).append(
+                    (index, _without_nul(c.get("prompt", "")), _without_nul(c.get("messages")),
+                     _without_nul(c.get("completion", ""))))
                 self.calls.append({
                     "position": position, "module": _without_nul(c["module"]),
                     "invocation_index": int(c["invocation_index"]),
-                    "prompt": _without_nul(c.get("prompt", "")), "completion": _without_nul(c.get("completion", "")),
-                    "messages": _without_nul(c.get("messages")),
+                    "prompt": None, "completion": None, "messages": None,  # in the example's CallText row
                     "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": _finite(c.get("specific_reward")) or 0.0,
                     "propagated_reward": _finite(c.get("propagated_reward")), "advantage": _finite(c.get("advantage")),
                 })
+        for example, calls in texts.items():
+            self.texts.append({"run_id": run_id, "attempt": attempt, "step": step, "example_id": example,
+                               "data": encode_texts(calls)})
         for index, g in enumerate(event.get("groups", [])):
             group_position = len(self.groups)
             self.groups.append({
@@ -214,6 +231,7 @@ def _write_with_copy(rows: StepRows) -> None:
               parent_id=[None if p is None else rollout_ids[p] for p in rows.rollout_parents])
         _copy(cursor, ModuleCall, rows.calls, id=call_ids, rollout_id=[rollout_ids[p] for p in rows.call_rollouts])
         _copy(cursor, Group, rows.groups, id=group_ids)
+        _copy(cursor, CallText, rows.texts, id=_reserve_ids(cursor, CallText, len(rows.texts)))
         _copy(cursor, GroupMember, rows.members, id=member_ids,
               group_id=[group_ids[p] for p in rows.member_groups], call_id=[call_ids[p] for p in rows.member_calls])
 
@@ -266,6 +284,7 @@ def _write_with_bulk_create(rows: StepRows) -> None:
         Rollout.objects.bulk_update(parents, ["parent"], batch_size=BATCH_SIZE)
     calls = _bulk_create(ModuleCall, rows.calls, rollout_id=[rollouts[p].pk for p in rows.call_rollouts])
     groups = _bulk_create(Group, rows.groups)
+    _bulk_create(CallText, rows.texts)
     _bulk_create(GroupMember, rows.members, group_id=[groups[p].pk for p in rows.member_groups],
                  call_id=[calls[p].pk for p in rows.member_calls])
 

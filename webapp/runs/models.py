@@ -257,10 +257,13 @@ class ModuleCall(models.Model):
     position = models.PositiveIntegerField(help_text="Order of the call within its rollout.")
     module = models.CharField(max_length=100)
     invocation_index = models.PositiveIntegerField(help_text="How many earlier calls of this module.")
-    prompt = models.TextField(help_text="What the model saw: the rendered chat template or the raw text.")
+    # NULL prompt and completion (not ""; a completion can be empty): the text lives in the example's
+    # CallText row (webapp/runs/texts.py).
+    prompt = models.TextField(null=True, blank=True,  # noqa: DJ001
+                              help_text="What the model saw: the rendered chat template or the raw text.")
     messages = models.JSONField(null=True, blank=True,
                                 help_text="The chat messages the prompt was rendered from; empty for raw text.")
-    completion = models.TextField()
+    completion = models.TextField(null=True, blank=True)  # noqa: DJ001
     parsed_ok = models.BooleanField(default=True)
     specific_reward = models.FloatField(default=0.0, help_text="Agent-specific reward (e.g. format penalty).")
     propagated_reward = models.FloatField(null=True, blank=True)
@@ -275,6 +278,25 @@ class ModuleCall(models.Model):
 
     def __str__(self):
         return f"{self.module}[{self.invocation_index}]"
+
+
+class CallText(models.Model):
+    """The prompts, chat messages and completions of every module call of one example at one step,
+    compressed together (webapp/runs/texts.py); the calls' own text columns are then NULL."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="call_texts")
+    attempt = models.PositiveIntegerField()
+    step = models.PositiveIntegerField()
+    example_id = models.CharField(max_length=200, blank=True)
+    data = models.BinaryField(help_text="zlib-compressed JSON, see webapp/runs/texts.py.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt", "step", "example_id"], name="calltext_unique_example"),
+        ]
+
+    def __str__(self):
+        return f"texts of {self.example_id} at step {self.step}"
 
 
 class Group(models.Model):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.db.models import F
 
-from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.models import CallText, Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 
 ROW_OVERHEAD_SQLITE = 40  # bytes a row costs beyond its text on SQLite (header, ids, numbers): an estimate
 
@@ -89,6 +89,7 @@ def retention_apply(run: Run) -> list[int]:
         Rollout.objects.filter(run=run, step__in=steps).update(parent=None)
         Rollout.objects.filter(run=run, step__in=steps).delete()
         Group.objects.filter(run=run, step__in=steps).delete()
+        CallText.objects.filter(run=run, step__in=steps).delete()
         Run.objects.filter(pk=run.pk).update(storage_bytes=F("storage_bytes") - freed)
     return steps
 
@@ -118,6 +119,8 @@ def rollout_rows_bytes(run_id: int, steps: Sequence[int] | None) -> int:
         (f"SELECT {_size_sql('c', ['prompt', 'messages', 'completion', 'module'])} "
          f"FROM runs_modulecall c JOIN runs_rollout r ON r.id = c.rollout_id WHERE r.run_id = %s{where_r}"),
         (f"SELECT {_size_sql('g', ['module', 'example_id'])} FROM runs_group g WHERE g.run_id = %s{where_g}"),
+        (f"SELECT {_size_sql('t', ['data', 'example_id'])} FROM runs_calltext t "
+         f"WHERE t.run_id = %s{where_g.replace('g.step', 't.step')}"),
         (f"SELECT {_size_sql('m', ['reward_components', 'component_advantages'])} "
          f"FROM runs_groupmember m JOIN runs_group g ON g.id = m.group_id WHERE g.run_id = %s{where_g}"),
     ]

@@ -17,6 +17,7 @@ from trainer.config import RunConfig
 from webapp.celery import app as celery_app
 from webapp.limits.services import limits_fail_run_over_budget
 from webapp.runs.models import (
+    CallText,
     Group,
     GroupMember,
     InvalidTransition,
@@ -116,6 +117,7 @@ def run_discard_steps_after(run: Run, *, attempt: int, step: int) -> None:
     StepMetric.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Rollout.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Group.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
+    CallText.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     storage_recount(run)
 
 

@@ -15,6 +15,7 @@ from webapp.runs.params import int_param as _int_param
 from webapp.runs.retention import rollouts_dropped
 from webapp.runs.selectors import run_get_for_user, run_list_for_user, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
+from webapp.runs.texts import fill_call_texts
 
 METRICS_PAGE_LIMIT = 5000
 RUNS_PAGE_LIMIT = 200
@@ -265,7 +266,10 @@ def run_group(request, run_id: int, group_id: int):
 def run_call_prompt(request, run_id: int, call_id: int):
     """A module call's prompt, as plain text (the inspector loads prompts on demand)."""
     run = run_get_for_user(request.user, run_id)
-    prompt = ModuleCall.objects.filter(pk=call_id, rollout__run=run).values_list("prompt", flat=True).first()
+    call = ModuleCall.objects.filter(pk=call_id, rollout__run=run).defer("messages").first()
+    if call is not None:
+        fill_call_texts([call])
+    prompt = call.prompt if call is not None else None
     if prompt is None:
         raise Http404("No such call in this run.")
     return HttpResponse(prompt, content_type="text/plain; charset=utf-8")

@@ -9,6 +9,7 @@ from tests.webapp.runs.factories import make_program
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.runs import series
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, Task
+from webapp.runs.texts import fill_call_texts
 
 pytestmark = pytest.mark.django_db
 
@@ -175,6 +176,7 @@ def test_rollouts_with_calls_prompts_on_request(api_client, owner, seeded_run):
     assert first["reward_components"] == stored[0].reward_components and first["failed"] == stored[0].failed
     assert first["final_output"] == stored[0].final_output and first["error"] == stored[0].error
     calls = list(ModuleCall.objects.filter(rollout=stored[0]).order_by("position"))
+    fill_call_texts(calls)
     assert [c["module"] for c in first["calls"]] == [c.module for c in calls]
     assert [c["invocation_index"] for c in first["calls"]] == [c.invocation_index for c in calls]
     assert [c["completion"] for c in first["calls"]] == [c.completion for c in calls]

@@ -15,6 +15,7 @@ from trainer.sampling import LinearChain, fork_on, fork_on_first, mhgpo_groups, 
 from webapp.runs import ingest
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
+from webapp.runs.texts import fill_call_texts
 
 pytestmark = pytest.mark.django_db
 
@@ -76,9 +77,12 @@ def test_a_call_keeps_the_chat_messages_its_prompt_was_rendered_from(owner):
     run = make_run(owner, state=Run.State.RUNNING)
     step_events_ingest(run, [step_event(1, trajectories)])
     call = ModuleCall.objects.filter(rollout__run=run, module="answerer").first()
+    fill_call_texts([call])
     assert call.messages == chat_messages("You are the answerer.", "answerer: question 0 | rewriter ok")
     assert call.prompt == "You are the answerer.\n\nanswerer: question 0 | rewriter ok\n"  # no tokenizer: plain text
-    assert ModuleCall.objects.filter(rollout__run=run, messages__isnull=True).count() == 0
+    every = list(ModuleCall.objects.filter(rollout__run=run))
+    fill_call_texts(every)
+    assert all(c.messages for c in every)
 
 
 def test_failed_rollouts_keep_their_partial_calls(owner):
@@ -144,6 +148,7 @@ def test_nul_bytes_in_model_output_are_stored_as_replacement_characters(owner):
     event["rollouts"][0]["final_output"] = "x\x00"
     step_events_ingest(run, [event])
     call = ModuleCall.objects.filter(rollout__run=run, rollout__index=0).order_by("position").first()
+    fill_call_texts([call])
     assert call.completion == "bad\ufffdbyte"
     assert Rollout.objects.get(run=run, index=0).final_output == "x\ufffd"
 
@@ -157,7 +162,9 @@ def test_nul_bytes_in_json_keys_and_prompts_are_replaced_too(owner):
     step_events_ingest(run, [event])
     rollout = Rollout.objects.get(run=run, index=1)
     assert rollout.reward_components == {"f\ufffd1": 0.5}
-    assert rollout.calls.order_by("position").first().prompt == "p\ufffd"
+    call = rollout.calls.order_by("position").first()
+    fill_call_texts([call])
+    assert call.prompt == "p\ufffd"
     assert StepMetric.objects.get(run=run).metrics["odd\ufffdkey"] == 1.0
 
 
@@ -282,7 +289,7 @@ def test_on_postgresql_rows_are_copied_not_inserted(owner):
     inserts = [q["sql"].split()[2] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     copies = [q["sql"].split()[1] for q in queries.captured_queries if q["sql"].startswith("COPY")]
     assert inserts == ['"runs_stepmetric"']  # the StepMetric row; everything else by COPY
-    assert copies == ['"runs_rollout"', '"runs_modulecall"', '"runs_group"', '"runs_groupmember"']
+    assert copies == ['"runs_rollout"', '"runs_modulecall"', '"runs_group"', '"runs_calltext"', '"runs_groupmember"']
     assert ModuleCall.objects.filter(rollout__run=run).count() == sum(len(t["calls"]) for t in event["rollouts"])
 
 
