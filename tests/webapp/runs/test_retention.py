@@ -113,3 +113,16 @@ def test_the_runs_table_shows_and_sorts_by_storage(client, owner):
     assert page.index('data-name="big"') < page.index('data-name="small"')
     assert "3.4 MB" in page and "2.5 kB" in page
     assert storage_label(0) == "0 B" and storage_label(12_300_000_000) == "12.3 GB"
+
+
+def test_the_example_history_lists_only_the_kept_steps_of_an_example(client, owner):
+    run = make_run(owner, config=KEEP)
+    ingest(run, [hover_step_event(s, examples=2, rollouts=3) for s in range(1, 7)])
+    example = Rollout.objects.filter(run=run, step=4).first().example_id
+    client.force_login(owner)
+    response = client.get(reverse("runs:example_history", args=[run.pk, example]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    for step in (4, 5, 6):  # its inspector links exist for the kept steps only
+        assert f"/steps/{step}/" in page
+    assert "/steps/2/" not in page
