@@ -13,7 +13,9 @@ Each repetition stores the step twice, each time under a fresh run:
   locking the run, the idempotency check, NUL replacement, building the rows, writing them, commit);
 - COPY: the same rows (same tables, columns and values; ids reserved from the tables' sequences
   beforehand) written with psycopg's `cursor.copy()` in one transaction, from row tuples built before
-  the clock starts: the floor for getting these bytes into these tables on this server.
+  the clock starts, except the call texts: compressing them into one row per example (zlib, as the
+  ingest does) is part of producing the bytes this layout stores, so it is on the clock. This is the
+  floor for getting these bytes into these tables on this server.
 
 The script checks that both runs hold the same rows, then prints the medians and the ratio
 ingest / COPY (target: within 2x).
@@ -178,9 +180,11 @@ def mhgpo_step_event(step: int = 1, *, questions: int = 512, seed: int = 0) -> d
 COLUMNS = {
     "runs_stepmetric": ("id", "run_id", "attempt", "step", "seq", "metrics", "created_at"),
     "runs_rollout": ("id", "run_id", "attempt", "step", "index", "example_id", "parent_id", "teacher", "fork_point",
-                     "sampling", "final_output", "reward_components", "total_reward", "failed"),
+                     "sampling", "final_output", "reward_components", "total_reward", "failed", "error"),
+    # Texts NULL: they go compressed into runs_calltext, one row per (step, example), as the ingest does.
     "runs_modulecall": ("id", "rollout_id", "position", "module", "invocation_index", "prompt", "completion",
                         "parsed_ok", "specific_reward", "propagated_reward", "advantage"),
+    "runs_calltext": ("id", "run_id", "attempt", "step", "example_id", "data"),
     "runs_group": ("id", "run_id", "attempt", "step", "index", "module", "invocation_index", "kind", "example_id",
                    "size", "reward_mean", "reward_var", "similarity", "distinct_advantages",
                    "distinct_reward_vectors"),
@@ -209,6 +213,7 @@ def copy_rows(conn: psycopg.Connection, run_id: int, event: dict[str, Any]) -> d
     call_ids = reserve_ids(conn, "runs_modulecall", sum(len(t["calls"]) for t in trajectories))
     group_ids = reserve_ids(conn, "runs_group", len(groups))
     member_ids = reserve_ids(conn, "runs_groupmember", sum(len(g["members"]) for g in groups))
+    texts: dict[str, list[tuple]] = {}
     rows: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
     rows["runs_stepmetric"].append((next(reserve_ids(conn, "runs_stepmetric", 1)), run_id, attempt, step, 1,
                                     Jsonb(event["metrics"]), timezone.now()))
@@ -218,16 +223,22 @@ def copy_rows(conn: psycopg.Connection, run_id: int, event: dict[str, Any]) -> d
         rollout_of[t["trajectory_id"]] = rid = next(rollout_ids)
         for position, c in enumerate(t["calls"]):
             call_of.setdefault(c["call_id"], cid := next(call_ids))
-            rows["runs_modulecall"].append((cid, rid, position, c["module"], c["invocation_index"], c["prompt"],
-                                            c["completion"], c["parsed_ok"], c["specific_reward"] or 0.0,
+            rows["runs_modulecall"].append((cid, rid, position, c["module"], c["invocation_index"], None, None,
+                                            c["parsed_ok"], c["specific_reward"] or 0.0,
                                             c["propagated_reward"], c["advantage"]))
+    for index, t in enumerate(trajectories):
+        texts.setdefault(t["example_id"], []).extend(
+            (index, c["prompt"], c.get("messages"), c["completion"]) for c in t["calls"])
+    text_ids = reserve_ids(conn, "runs_calltext", len(texts))
+    for example, calls in texts.items():  # compressed by `copy_store`, on the clock (see `time_copy`)
+        rows["runs_calltext"].append((next(text_ids), run_id, attempt, step, example, calls))
     for index, t in enumerate(trajectories):
         sampling = {"trajectory_id": t["trajectory_id"], "parent_id": t["parent_id"], "group_id": t["group_id"]}
         rows["runs_rollout"].append((
             rollout_of[t["trajectory_id"]], run_id, attempt, step, index, t["example_id"],
             rollout_of.get(t["parent_id"]), t["teacher"] or "", t["fork_point"] or "", Jsonb(sampling),
             None if t["final_output"] is None else Jsonb(t["final_output"]), Jsonb(t["rewards"]), t["reward"],
-            t["failed"]))
+            t["failed"], t.get("error") or ""))
     for index, g in enumerate(groups):
         gid = next(group_ids)
         rows["runs_group"].append((gid, run_id, attempt, step, index, g["module"], g["invocation_index"] or 0,
@@ -260,10 +271,12 @@ FINGERPRINT = """
            (SELECT md5(string_agg(r.index || r.example_id || r.sampling::text || coalesce(r.final_output::text, '')
                                   || r.reward_components::text || coalesce(r.total_reward::text, ''), ',' ORDER BY r.index))
               FROM runs_rollout r WHERE r.run_id = %(run)s),
-           (SELECT md5(string_agg(r.index || ':' || c.position || c.module || c.prompt || c.completion
-                                  || coalesce(c.advantage::text, '') || coalesce(c.propagated_reward::text, ''),
-                                  ',' ORDER BY r.index, c.position))
+           (SELECT md5(string_agg(r.index || ':' || c.position || c.module || coalesce(c.prompt, '-')
+                                  || coalesce(c.completion, '-') || coalesce(c.advantage::text, '')
+                                  || coalesce(c.propagated_reward::text, ''), ',' ORDER BY r.index, c.position))
               FROM runs_modulecall c JOIN runs_rollout r ON r.id = c.rollout_id WHERE r.run_id = %(run)s),
+           (SELECT md5(string_agg(t.step || t.example_id || encode(t.data, 'hex'), ',' ORDER BY t.step, t.example_id))
+              FROM runs_calltext t WHERE t.run_id = %(run)s),
            (SELECT count(*) FROM runs_group WHERE run_id = %(run)s),
            (SELECT md5(string_agg(g.index || ':' || m.position || ':' || r.index || ':' || c.position
                                   || coalesce(m.advantage::text, ''), ',' ORDER BY g.index, m.position))
@@ -280,7 +293,8 @@ def fingerprint(conn: psycopg.Connection, run_id: int) -> tuple:
 def row_count(event: dict[str, Any]) -> int:
     calls = sum(len(t["calls"]) for t in event["rollouts"])
     members = sum(len(g["members"]) for g in event["groups"])
-    return 1 + len(event["rollouts"]) + calls + len(event["groups"]) + members
+    texts = len({t["example_id"] for t in event["rollouts"]})  # one CallText row per example
+    return 1 + len(event["rollouts"]) + calls + len(event["groups"]) + members + texts
 
 
 def time_ingest(event: dict[str, Any]) -> tuple[float, int]:
@@ -295,9 +309,14 @@ def time_ingest(event: dict[str, Any]) -> tuple[float, int]:
 
 
 def time_copy(conn: psycopg.Connection, event: dict[str, Any]) -> tuple[float, int]:
+    """The floor: COPY of row tuples built beforehand, plus compressing each example's call texts,
+    which is part of producing the bytes this layout stores (webapp/runs/texts.py), so it is timed."""
+    from webapp.runs.texts import encode_texts
+
     run = make_run()
     rows = copy_rows(conn, run.pk, event)
     start = time.perf_counter()
+    rows["runs_calltext"] = [(*row[:5], encode_texts(row[5])) for row in rows["runs_calltext"]]
     copy_store(conn, rows)
     return time.perf_counter() - start, run.pk
 
