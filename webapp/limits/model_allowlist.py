@@ -108,6 +108,8 @@ def model_refusal(user, model: str) -> str | None:
     """Why `user` may not train `model` (None: allowed). See the module docstring for the rules."""
     if model == TINY_MODEL:
         return None
+    if any(ord(char) < 32 for char in model):
+        return "A model name cannot contain control characters."
     staff = bool(getattr(user, "is_staff", False))
     if looks_like_local_path(model):
         return _local_refusal(model, staff=staff)

@@ -92,6 +92,12 @@ def test_the_servers_own_files_are_refused_even_under_a_root(owner, staff, setti
     assert "the var dir" in model_refusal(owner, str(settings.VAR_DIR))
 
 
+def test_a_control_character_is_refused_not_a_crash(owner, staff):
+    # A NUL would make realpath raise; a config file (launch_run --config) can carry one.
+    for user in (owner, staff):
+        assert model_refusal(user, "/srv/models/a\x00b") == "A model name cannot contain control characters."
+
+
 def test_staff_may_train_any_hub_id_but_not_dot_dot(staff):
     assert model_refusal(staff, "some-lab/private-model") is None
     assert model_refusal(staff, "/srv/../etc") == "Model paths may not contain '..'; write the folder's full path."
