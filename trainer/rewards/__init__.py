@@ -10,6 +10,7 @@ name                        what                                        range
 exact_match                 SQuAD-normalized exact match                [0, 1]
 token_f1                    SQuAD token F1                              [0, 1]
 char_f1                     character F1 (partial credit)               [0, 1]
+regex_match                 output matches a regular expression         [0, 1]
 label_match                 classification label match                  [0, 1]
 title_recall                recall of gold titles among retrieved docs  [0, 1]
 numeric_match               final number matches gold (GSM8K)           [0, 1]

@@ -26,6 +26,7 @@ from trainer.rewards.label import LabelMatch
 from trainer.rewards.length import ConditionedLength, Length
 from trainer.rewards.mhgpo import AnswererPenalty, RerankerPenalty, RewriterPenalty
 from trainer.rewards.numeric import NumericMatch
+from trainer.rewards.pattern import RegexMatch
 from trainer.rewards.retrieval import TitleRecall
 from trainer.rewards.text import CharF1, ExactMatch, TokenF1
 from trainer.rewards.toolrl import ToolRLCorrectness, ToolRLFormat
@@ -38,6 +39,7 @@ _BUILTINS: dict[str, type[Reward]] = {
         ExactMatch,
         TokenF1,
         CharF1,
+        RegexMatch,
         LabelMatch,
         TitleRecall,
         NumericMatch,

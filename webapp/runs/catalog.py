@@ -27,6 +27,9 @@ BUILTIN_TASKS = [
     ("toy", "toy", "Toy: repeat the word",
      "Synthetic task generated in code: the model must repeat a word. Small enough for the tiny "
      "local model to learn on a CPU in a minute; use it to try Cohort end to end."),
+    ("toy_format", "toy_format", "Toy: repeat the word, end with a period",
+     "Synthetic two-reward task generated in code: a format reward (end with a period) and a content "
+     "reward (the first word is the target). For comparing GRPO and GDPO on a CPU in minutes."),
 ]
 
 

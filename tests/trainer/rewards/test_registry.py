@@ -14,6 +14,7 @@ EXPECTED = {
     "exact_match": (0.0, 1.0),
     "token_f1": (0.0, 1.0),
     "char_f1": (0.0, 1.0),
+    "regex_match": (0.0, 1.0),
     "label_match": (0.0, 1.0),
     "title_recall": (0.0, 1.0),
     "numeric_match": (0.0, 1.0),
