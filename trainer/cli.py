@@ -38,8 +38,11 @@ def next_attempt(events_path: Path) -> int:
 
 
 def train(args: argparse.Namespace) -> int:
-    from trainer.loop import Trainer
-    from trainer.reporting import JsonlReporter
+    from trainer.distributed import current_ranks
+
+    ranks = current_ranks()
+    if ranks.distributed:
+        return train_as_rank(args, ranks)
 
     try:
         config = RunConfig.from_file(args.config)
@@ -55,19 +58,61 @@ def train(args: argparse.Namespace) -> int:
     (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     (run_dir / STOP_FILE).unlink(missing_ok=True)
     attempt = args.attempt or next_attempt(run_dir / "events.jsonl")
-    reporter = JsonlReporter(run_dir / "events.jsonl", stop_file=run_dir / STOP_FILE,
-                             progress_total=None if args.quiet else config.steps)
+    if config.num_processes > 1:
+        from trainer.launch import launch_ranks
+
+        # Each rank reads the config the run folder now holds (the same file the dashboard wrote).
+        rank_argv = ["train", "--config", str(run_dir / "config.json"), "--run-dir", str(run_dir), "--quiet",
+                     "--attempt", str(attempt), *(["--resume"] if args.resume else [])]
+        return launch_ranks(config.num_processes, rank_argv, run_dir)
+    return _train_here(config, run_dir, attempt, resume=args.resume, quiet=args.quiet)
+
+
+def _train_here(config: RunConfig, run_dir: Path, attempt: int, *, resume: bool, quiet: bool, ranks=None) -> int:
+    """Trains in this process (the only one, or one rank of several: only rank 0 reports)."""
+    from trainer.distributed import SINGLE, record_rank_error
+    from trainer.loop import Trainer
+    from trainer.reporting import JsonlReporter, SilentReporter
+
+    ranks = ranks or SINGLE
+    if ranks.is_main:
+        reporter = JsonlReporter(run_dir / "events.jsonl", stop_file=run_dir / STOP_FILE,
+                                 progress_total=None if quiet else config.steps)
+    else:
+        reporter = SilentReporter()
     try:
-        trainer = Trainer(config, run_dir, reporter, attempt=attempt)
+        trainer = Trainer(config, run_dir, reporter, attempt=attempt, ranks=ranks)
     except ValueError as exc:
         # Nothing trained yet: an unknown or unavailable program (a plugin's import error), missing
         # data. The log's failed status carries the message to whoever watches the run.
         reporter.status("failed", attempt=attempt, step=0, error=str(exc))
+        if ranks.distributed:
+            record_rank_error(run_dir, ranks, str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    state = trainer.run(resume=args.resume)
-    print(f"{state}: {trainer.step}/{config.steps} steps; events in {run_dir / 'events.jsonl'}")
+    try:
+        state = trainer.run(resume=resume)
+    except Exception as exc:
+        if ranks.distributed:
+            record_rank_error(run_dir, ranks, f"{exc.__class__.__name__}: {exc}")
+        raise
+    if ranks.is_main:
+        print(f"{state}: {trainer.step}/{config.steps} steps; events in {run_dir / 'events.jsonl'}")
     return 0 if state in ("succeeded", "cancelled") else 1
+
+
+def train_as_rank(args: argparse.Namespace, ranks) -> int:
+    """One rank of a run the launcher started (trainer.launch): the launcher checked the run folder
+    and wrote its config; this process joins the process group and trains its shard."""
+    from trainer.distributed import die_with_launcher, shutdown
+
+    die_with_launcher()
+    config = RunConfig.from_file(args.config)
+    run_dir = Path(args.run_dir)
+    try:
+        return _train_here(config, run_dir, args.attempt or 1, resume=args.resume, quiet=True, ranks=ranks)
+    finally:
+        shutdown()
 
 
 def main(argv: list[str] | None = None) -> int:

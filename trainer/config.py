@@ -89,6 +89,14 @@ class RunConfig:
     min_gpu_memory_gb: float | None = field(default=None, metadata=_meta(
         "Only a worker whose GPU has at least this much memory (GB) takes the run; others leave it "
         "in the queue for a bigger one. Empty: any worker.", "model"))
+    num_processes: int = field(default=1, metadata=_meta(
+        "Processes training this run together, one per GPU (data parallel over torch.distributed; "
+        "on a CPU, gloo processes). Each samples examples_per_step / N examples; groups, advantages "
+        "and metrics cover the whole batch. Only a worker with at least this many GPUs takes it.", "model"))
+    sharding: Literal["ddp", "fsdp"] = field(default="ddp", metadata=_meta(
+        "'ddp': every process holds the whole model; 'fsdp': the base weights are sharded across "
+        "the processes (FSDP2), for a model that does not fit one GPU; the LoRA adapter trains as usual.",
+        "model"))
 
     # --- program and task ------------------------------------------------------------------
     program: str = field(default="toy", metadata=_meta(
@@ -215,7 +223,7 @@ class RunConfig:
                 raise ConfigError(f.name, f"{f.name} must be one of {', '.join(map(repr, choices))}, not {value!r}.")
 
     def _check_numbers(self):
-        positive = ["group_size", "rollouts_per_example", "examples_per_step", "steps", "micro_batch_size",
+        positive = ["num_processes", "group_size", "rollouts_per_example", "examples_per_step", "steps", "micro_batch_size",
                     "gradient_accumulation_steps", "ppo_epochs", "lora_r", "lora_alpha", "max_new_tokens",
                     "max_context_length", "eval_size"]
         for name in positive:
@@ -315,6 +323,13 @@ class RunConfig:
                 "MHGPO propagates one scalar reward backwards through the agents (Eq. 4), so GDPO's "
                 "per-reward normalization does not apply: choose estimator 'grpo' with strategy 'mhgpo'."
             )
+        if self.num_processes > 1 and self.examples_per_step % self.num_processes:
+            raise ConfigError("num_processes",
+                f"examples_per_step ({self.examples_per_step}) must be a multiple of num_processes "
+                f"({self.num_processes}): each process samples an equal share of the step's examples.")
+        if self.backend == "vllm" and (self.num_processes > 1 or self.sharding == "fsdp"):
+            raise ConfigError("backend", "backend 'vllm' runs in one process on one GPU: use num_processes 1 "
+                              "and sharding 'ddp' with it, or backend 'hf'.")
         if self.backend == "vllm" and self.device == "cpu":
             raise ConfigError("backend", "backend 'vllm' needs a GPU: choose device 'cuda' or 'auto', or backend 'hf'.")
 

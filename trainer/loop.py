@@ -18,46 +18,54 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.advantages import conditioned_reward, gdpo_advantages, grpo_advantages
+from trainer import distributed
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TINY_MODEL, ConfigError, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
-from trainer.failures import call_rewards, raise_if_mostly_errors
+from trainer.distributed import SINGLE, Ranks
+from trainer.failures import raise_if_mostly_errors
 from trainer.gate import StepGate
-from trainer.grouping import ModuleGroup, assign_advantages, form_module_level_groups, group_reward_arrays
-from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
+from trainer.grouping import ModuleGroup, assign_advantages
 from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model
 from trainer.programs import get_program
 from trainer.prompts import FormattedProgram, resolve_prompt_format
 from trainer.reporting import Reporter
 from trainer.rewards import get_reward
 from trainer.sampling import (
-    apply_specific_rewards,
     fork_on_first,
     independent_sampling,
-    mhgpo_groups,
-    propagate_rewards,
     round_robin,
 )
+from trainer.scoring import BatchScorer
 from trainer.telemetry import SystemSampler
-from trainer.trajectory import Trajectory, apply_format_failure, jsonable, unique_calls
+from trainer.trajectory import Trajectory, jsonable
 
-PENALTY_PREFIX = "mhgpo_penalty_"
 KEEP_CHECKPOINTS = 3
 
 
-def resolve_device(config: RunConfig) -> torch.device:
+def resolve_device(config: RunConfig, ranks: Ranks = SINGLE) -> torch.device:
+    """The device this process trains on; rank r of a many-GPU run takes the r-th visible GPU."""
     if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if config.device == "cuda" and not torch.cuda.is_available():
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    elif config.device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' was asked for, but torch sees no GPU; use device 'auto' or 'cpu'.")
-    return torch.device(config.device)
+    else:
+        kind = config.device
+    if kind == "cuda" and ranks.distributed:
+        if ranks.local_rank >= torch.cuda.device_count():
+            raise RuntimeError(f"num_processes is {ranks.world} but this host shows {torch.cuda.device_count()} "
+                               "GPU(s) to the run: one process per GPU.")
+        return torch.device("cuda", ranks.local_rank)
+    return torch.device(kind)
 
 
-def visible_gpus(device: torch.device) -> int:
+def visible_gpus(device: torch.device, ranks: Ranks = SINGLE) -> int:
     """GPUs a run holds: the CUDA devices visible to this process when it trains on CUDA (a worker
-    confines a run with CUDA_VISIBLE_DEVICES), 0 on a CPU. The dashboard's GPU-hours use it."""
-    return torch.cuda.device_count() if device.type == "cuda" else 0
+    confines a run with CUDA_VISIBLE_DEVICES), one per process of a many-GPU run, 0 on a CPU. The
+    dashboard's GPU-hours use it."""
+    if device.type != "cuda":
+        return 0
+    return ranks.world if ranks.distributed else torch.cuda.device_count()
 
 
 def resolve_dtype(config: RunConfig, device: torch.device) -> torch.dtype:
@@ -107,8 +115,9 @@ class Trainer:
     """Runs a `RunConfig` end to end, reporting through a `Reporter`, checkpointing into `run_dir`."""
 
     def __init__(self, config: RunConfig, run_dir: str | Path, reporter: Reporter, *, attempt: int = 1,
-                 model_cache_dir: str | Path | None = None):
+                 model_cache_dir: str | Path | None = None, ranks: Ranks = SINGLE):
         self.config = config
+        self.ranks = ranks
         self.run_dir = Path(run_dir)
         self.reporter = reporter
         self.attempt = attempt
@@ -123,14 +132,18 @@ class Trainer:
             if len(teacher.agents) != len(self.program.agents):
                 raise ValueError(f"teacher {name!r} has agents {list(teacher.agents)}, the student "
                                  f"{list(self.program.agents)}: a teacher must have one module per student module.")
+        self.scorer = BatchScorer(config, self.reward_fns, self.program.agents,
+                                  {name: t.agents for name, t in self.teachers.items()})
         train, dev = load_examples(config, self.program)
         if hasattr(self.program, "observe_examples"):
             self.program.observe_examples(train)  # e.g. the classifier's label set
         self.dev_examples = dev
         self.stream = ExampleStream(train, seed=config.seed)
-        self.device = resolve_device(config)
+        self.device = resolve_device(config, ranks)
+        distributed.init(ranks, self.device)
         self.system = SystemSampler(self.device)  # system/* metrics of every step
-        model_path = resolve_model_path(config, self.program, model_cache_dir)
+        with distributed.main_first(ranks):  # one rank builds or downloads, the others find it in place
+            model_path = resolve_model_path(config, self.program, model_cache_dir)
         self.model, self.tokenizer = load_policy_model(
             model_path, device=self.device, dtype=resolve_dtype(config, self.device),
             gradient_checkpointing=resolve_gradient_checkpointing(config, self.device), r=config.lora_r,
@@ -143,7 +156,7 @@ class Trainer:
         self.program = FormattedProgram(self.program, self.tokenizer, self.prompt_format)
         self.teachers = {name: FormattedProgram(t, self.tokenizer, self.prompt_format)
                          for name, t in self.teachers.items()}
-        self.updater = PolicyUpdater(self.model, self.tokenizer, self._update_config())
+        self.updater = PolicyUpdater(self.model, self.tokenizer, self._update_config(), ranks=ranks)
         self.backend = self._make_backend(model_path)
         self.step = 0
         self.gate = StepGate.from_env()
@@ -182,7 +195,7 @@ class Trainer:
         c = self.config
 
         def generate(agent: str, prompts: list[str]) -> list[str]:
-            seed = (c.seed * 1_000_003 + step * 1_009 + next(counter)) % (2**31)
+            seed = (c.seed * 1_000_003 + step * 1_009 + next(counter) + self.ranks.rank * 7_919) % (2**31)
             samples = self.backend.generate(
                 list(prompts), 1, temperature=temperature or c.temperature, top_p=c.top_p, top_k=c.top_k or None,
                 max_new_tokens=c.max_new_tokens, seed=seed)
@@ -194,9 +207,8 @@ class Trainer:
 
         return generate
 
-    def _rollouts(self, examples: list[dict], step: int) -> list[Trajectory]:
+    def _rollouts(self, examples: list[dict], ids: list[str], step: int) -> list[Trajectory]:
         c = self.config
-        ids = [example_id(e, i) for i, e in enumerate(examples)]
         generate = self._generate_fn(step)
         if c.strategy == "mhgpo" and c.sampling == "is":
             return independent_sampling(self.program, examples, group_size=c.group_size, generate=generate,
@@ -218,86 +230,14 @@ class Trainer:
                 trajectories.append(traj)
         return trajectories
 
-    # --- rewards ---------------------------------------------------------------------------------
-    def _component_names(self) -> list[str]:
-        # Under MHGPO the agent penalties are agent-specific rewards, not trajectory components.
-        if self.config.strategy == "mhgpo":
-            return [n for n in self.reward_fns if not n.startswith(PENALTY_PREFIX)]
-        return list(self.reward_fns)
-
-    def _score(self, trajectories: list[Trajectory], examples_by_id: dict[str, dict]) -> list[Trajectory]:
-        names = self._component_names()
-        scored = []
-        for traj in trajectories:
-            if not traj.failed and all(call.parsed_ok for call in traj.calls):
-                # A reward that raises (or returns no number) fails this trajectory, like a program error.
-                error = call_rewards(traj, examples_by_id[traj.example_id], self.reward_fns, names)
-                if error is None:
-                    scored.append(traj)
-                    continue
-                traj.failed, traj.error = True, error
-            scored.append(apply_format_failure(traj, self.config.format_failure_reward, names))
-        matrix = self._reward_matrix(scored, names)  # (N, K), conditioned
-        weights = np.asarray([self._spec(n).weight for n in names])
-        for traj, row in zip(scored, matrix, strict=True):
-            if not traj.failed:
-                known = ~np.isnan(row)
-                traj.total_reward = float(np.sum(row[known] * weights[known])) if known.any() else None
-        return scored
-
-    def _spec(self, name: str):
-        return next(s for s in self.config.rewards if s.name == name)
-
-    def _condition(self, matrix: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        """GDPO Eq. 8 on the (N, K) reward matrix: a reward counts only where its condition holds."""
-        for k, name in enumerate(names):
-            spec = self._spec(name)
-            if spec.condition_on is not None and spec.condition_on in names:
-                matrix = conditioned_reward(matrix, target=k, condition=list(names).index(spec.condition_on),
-                                            threshold=spec.threshold)
-        return matrix
-
-    def _reward_matrix(self, trajectories: Sequence[Trajectory], names: Sequence[str]) -> np.ndarray:
-        rows = np.asarray([t.reward_vector(names) for t in trajectories], dtype=float).reshape(-1, len(names))
-        return self._condition(rows, names)
-
-    # --- groups and advantages -------------------------------------------------------------------
-    def _groups_and_advantages(self, trajectories: list[Trajectory], step: int) -> tuple[list[ModuleGroup], np.ndarray, np.ndarray]:
-        """Groups, their member reward matrix (M, K) and advantages (M,)."""
-        c = self.config
-        if c.strategy == "mhgpo":
-            penalties = {}
-            for name, fn in self.reward_fns.items():
-                if name.startswith(PENALTY_PREFIX):
-                    penalties[fn.params.get("module", name.removeprefix(PENALTY_PREFIX))] = fn.per_call
-            apply_specific_rewards(trajectories, penalties)
-            propagate_rewards(trajectories)  # MHGPO Eq. 4
-            groups = mhgpo_groups(trajectories)
-            rewards, ids = group_reward_arrays(groups, source="call")  # R = shared + specific, (M,)
-            annotate_group_stats(groups, rewards)
-            scale = {"grpo_batch_std": "batch", "grpo_no_std": "none"}.get(c.estimator, "group")
-            return groups, rewards, grpo_advantages(rewards, ids, scale=scale)
-        module_map = {(name, t): s for name, teacher in self.teachers.items()
-                      for t, s in zip(teacher.agents, self.program.agents, strict=True)}
-        groups = form_module_level_groups(trajectories, group_size=c.group_size, padding=c.padding,
-                                          rng=np.random.default_rng([c.seed, step, 2]), module_map=module_map or None)
-        names = self._component_names()
-        raw, ids = group_reward_arrays(groups, reward_names=names)  # (M, K)
-        rewards = self._condition(raw, names)
-        weights = [self._spec(n).weight for n in names]
-        # The event carries what the advantages came from, so the dashboard can compare estimators.
-        annotate_group_stats(groups, rewards, reward_names=names, weights=weights)
-        if c.estimator == "gdpo":
-            advantages = gdpo_advantages(rewards, ids, weights=weights, batch_norm=c.gdpo_batch_norm)
-        else:
-            scale = {"grpo": "group", "grpo_batch_std": "batch", "grpo_no_std": "none"}[c.estimator]
-            advantages = grpo_advantages(rewards, ids, weights=weights, scale=scale)
-        return groups, rewards, advantages
-
-    def _policy_examples(self, groups: Sequence[ModuleGroup]) -> list[PolicyExample]:
+    def _policy_examples(self, groups: Sequence[ModuleGroup], local_ids: set[str]) -> list[PolicyExample]:
+        """The members this process sampled (all of them in a one-process run): a rank trains on the
+        calls whose token ids and log-probs it holds."""
         examples = []
         for group in groups:
             for member in group.members:
+                if member.trajectory.example_id not in local_ids:
+                    continue
                 call = member.call
                 sample = self._samples.get((call.prompt, call.completion))
                 examples.append(PolicyExample(
@@ -311,59 +251,42 @@ class Trainer:
         started = time.perf_counter()
         self.system.start_step()
         self._samples.clear()
-        examples = self.stream.next_batch(self.config.examples_per_step)
-        by_id = {example_id(e, i): e for i, e in enumerate(examples)}
-        trajectories = self._score(self._rollouts(examples, step), by_id)
+        examples = self.stream.next_batch(self.config.examples_per_step)  # the whole batch, on every rank
+        ids = [example_id(e, i) for i, e in enumerate(examples)]
+        mine = self.ranks.shard(ids)
+        by_id = dict(zip(ids[mine], examples[mine], strict=True))
+        local = self.scorer.score(self._rollouts(examples[mine], ids[mine], step), by_id)
+        rank_sampling_s = time.perf_counter() - started
+        # Everything below sees the whole batch, in example order, on every rank.
+        trajectories = distributed.gather(local, self.ranks)
         raise_if_mostly_errors(trajectories, f"step {step}")  # a bug, not bad luck: fail the run
         sampled = time.perf_counter()
         self.system.sampled()
-        groups, rewards, advantages = self._groups_and_advantages(trajectories, step)
+        groups, rewards, advantages = self.scorer.groups_and_advantages(trajectories, step)
         assign_advantages(groups, advantages)
-        batch = self._policy_examples(groups)
-        update_stats = self.updater.update(batch) if batch else {}
+        batch = self._policy_examples(groups, set(by_id))
+        # Every rank joins the update when the whole batch has calls, even with none of its own.
+        update_stats = self.updater.update(batch) if any(g.members for g in groups) else {}
         if self.config.backend == "vllm" and batch:
             path = self.updater.save_adapter(self.run_dir / "adapters" / "current")
             self.backend.update_adapter(path, version=self.updater.updates)
         system = self.system.finish()
-        metrics = self._metrics(trajectories, groups, rewards, advantages, update_stats)
+        metrics = self.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
         metrics.update(system)
         metrics.update({"time/step_s": time.perf_counter() - started, "time/sampling_s": sampled - started,
                         "time/update_s": update_stats.get("seconds", 0.0)})
+        if self.ranks.distributed:
+            metrics.update(self._rank_timings(rank_sampling_s, update_stats.get("rank_seconds", 0.0)))
         return StepResult(metrics, trajectories, groups)
 
-    def _metrics(self, trajectories, groups, rewards, advantages, update_stats) -> dict[str, float]:
-        totals = [t.reward for t in trajectories if t.reward is not None]
-        metrics: dict[str, float] = {
-            "reward/mean": float(np.mean(totals)) if totals else math.nan,
-            "failure_rate": float(np.mean([t.failed for t in trajectories])) if trajectories else math.nan,
-            "error_rate": float(np.mean([t.error is not None for t in trajectories])) if trajectories else math.nan,
-        }
-        for name in self._component_names():
-            values = [t.rewards.get(name) for t in trajectories if t.rewards.get(name) is not None]
-            metrics[f"reward/{name}"] = float(np.mean(values)) if values else math.nan
-        calls = unique_calls(trajectories)
-        for name, fn in self.reward_fns.items():
-            if name.startswith(PENALTY_PREFIX):
-                module = fn.params.get("module", name.removeprefix(PENALTY_PREFIX))
-                values = [fn.per_call(c) for c in calls if c.module == module]
-                metrics[f"format_penalty/{module}"] = float(np.mean(values)) if values else math.nan
-        for module in self.program.agents:
-            module_calls = [c for c in calls if c.module == module]
-            if module_calls:
-                metrics[f"parse_ok/{module}"] = float(np.mean([c.parsed_ok for c in module_calls]))
-        if groups:
-            metrics.update(module_group_metrics(groups, rewards, advantages))
-            total = np.nansum(rewards, axis=1) if rewards.ndim == 2 else rewards
-            ids = np.asarray([gi for gi, g in enumerate(groups) for _ in g.members])
-            metrics["zero_var_share"] = zero_variance_share(total, ids)
-        metrics["groups"] = float(len(groups))
-        for key in ("loss", "kl", "clip_fraction", "clip_fraction_low", "clip_fraction_high", "grad_norm",
-                    "lr", "tokens_per_s", "completion_tokens", "truncated"):
-            if key in update_stats:
-                metrics[key] = float(update_stats[key])
-        # Sampler / trainer mismatch: only where the backend reported its log-probs.
-        metrics.update({k: float(v) for k, v in update_stats.items() if k.startswith(("mismatch/", "is_weight/"))})
-        return metrics
+    def _rank_timings(self, sampling_s: float, update_s: float) -> dict[str, float]:
+        """Each rank's own sampling and update time (before it waited for the others), so a straggler
+        shows in the run page's System section."""
+        out = {}
+        for rank, (sample, update) in enumerate(distributed.gather_values((sampling_s, update_s), self.ranks)):
+            out[f"system/rank{rank}/sample_s"] = sample
+            out[f"system/rank{rank}/update_s"] = update
+        return out
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Mean rewards on the first `eval_size` dev examples, one rollout each."""
@@ -373,10 +296,10 @@ class Trainer:
         ids = [example_id(e, i) for i, e in enumerate(examples)]
         trajectories = fork_on_first(self.program, examples, group_size=1,
                                      generate=self._generate_fn(10_000_000 + step), example_ids=ids)
-        scored = self._score(trajectories, dict(zip(ids, examples, strict=True)))
+        scored = self.scorer.score(trajectories, dict(zip(ids, examples, strict=True)))
         raise_if_mostly_errors(scored, f"the evaluation after step {step}")
         out = {"eval/reward/mean": float(np.mean([t.reward for t in scored if t.reward is not None] or [math.nan]))}
-        for name in self._component_names():
+        for name in self.scorer.component_names():
             values = [t.rewards.get(name) for t in scored if t.rewards.get(name) is not None]
             out[f"eval/reward/{name}"] = float(np.mean(values)) if values else math.nan
         return out
@@ -413,18 +336,21 @@ class Trainer:
         if resume:
             self.resume()
         self.reporter.status("running", attempt=self.attempt, step=self.step, total_steps=c.steps,
-                             gpus=visible_gpus(self.device))
+                             gpus=visible_gpus(self.device, self.ranks), processes=self.ranks.world)
+        main = self.ranks.is_main
         try:
             while self.step < c.steps:
-                self.gate.wait_for(self.step + 1, self.reporter.should_stop)
-                if self.reporter.should_stop():
+                if main:
+                    self.gate.wait_for(self.step + 1, self.reporter.should_stop)
+                # Rank 0 reads the STOP file; every rank stops at the same step boundary.
+                if distributed.decide(main and self.reporter.should_stop(), self.ranks):
                     self.reporter.status("cancelled", step=self.step)
                     return "cancelled"
                 if stop_after is not None and self.step >= stop_after:
                     return "stopped"
                 result = self.train_step(self.step + 1)
                 self.step += 1
-                if c.eval_every and (self.step % c.eval_every == 0 or self.step == c.steps):
+                if main and c.eval_every and (self.step % c.eval_every == 0 or self.step == c.steps):
                     result.metrics.update(self.evaluate(self.step))
                 # Plain JSON for every reporter: NaN (a mean over nothing) becomes null.
                 self.reporter.step(jsonable({
@@ -432,7 +358,7 @@ class Trainer:
                     "rollouts": [t.to_dict() for t in result.trajectories],
                     "groups": [g.to_dict() for g in result.groups],
                 }))
-                if c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+                if main and c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
                     self.save()
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")

@@ -35,6 +35,7 @@ from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import Tensor
 from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
+from trainer import distributed
 from trainer.batching import (  # noqa: F401 - re-exported: the policy's public names
     PolicyBatch,
     PolicyExample,
@@ -164,7 +165,8 @@ class MismatchTotals:
 class PolicyUpdater:
     """One LoRA policy: AdamW on its adapter, an LR schedule, and `update(examples) -> stats`."""
 
-    def __init__(self, model: PeftModel, tokenizer: Any, config: UpdateConfig | None = None) -> None:
+    def __init__(self, model: PeftModel, tokenizer: Any, config: UpdateConfig | None = None, *,
+                 ranks: distributed.Ranks = distributed.SINGLE) -> None:
         if not isinstance(model, PeftModel):
             raise TypeError("PolicyUpdater needs a PEFT model; wrap the base model with wrap_with_lora()")
         self.model = model
@@ -175,6 +177,8 @@ class PolicyUpdater:
         if not params or others:
             raise ValueError(f"expected only LoRA parameters to be trainable; also trainable: {others[:5]}")
         self._params = list(params.values())
+        self.ranks = ranks
+        distributed.broadcast_parameters(self._params, ranks)  # one adapter, whatever each rank drew
         cfg = self.config
         self.optimizer = torch.optim.AdamW(
             self._params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
@@ -209,7 +213,7 @@ class PolicyUpdater:
         cfg = self.config
         started = time.perf_counter()
         examples = [as_example(e) for e in examples]
-        if not examples:
+        if not examples and not self.ranks.distributed:  # a rank may hold none of the batch's calls
             raise ValueError("update() needs at least one example")
         micro = [
             tokenize_examples(
@@ -220,10 +224,15 @@ class PolicyUpdater:
             ).to(self.device)
             for i in range(0, len(examples), cfg.micro_batch_size)
         ]
-        # Global normalizers, so the accumulated micro-batch losses equal the full-batch loss.
-        num_tokens = sum(float(mb.completion_mask.sum()) for mb in micro)
-        max_len = cfg.dr_grpo_max_len or max(int(mb.completion_mask.sum(1).max()) for mb in micro)
-        norm = {"num_tokens": max(num_tokens, 1.0), "num_sequences": float(len(examples)), "max_len": max_len}
+        # Global normalizers (over every micro-batch of every rank), so the accumulated micro-batch
+        # losses, summed over the ranks, equal the loss of the whole batch.
+        counts = distributed.sum_floats({"tokens": sum(float(mb.completion_mask.sum()) for mb in micro),
+                                         "sequences": float(len(examples))}, self.ranks)
+        num_tokens = counts["tokens"]
+        max_len = cfg.dr_grpo_max_len or distributed.max_float(
+            max((int(mb.completion_mask.sum(1).max()) for mb in micro), default=0), self.ranks)
+        norm = {"num_tokens": max(num_tokens, 1.0), "num_sequences": max(counts["sequences"], 1.0),
+                "max_len": max_len}
 
         totals: dict[str, float] = {}
         mismatch = MismatchTotals()
@@ -239,18 +248,32 @@ class PolicyUpdater:
 
         elapsed = time.perf_counter() - started
         stats = {k: v / cfg.num_iterations for k, v in totals.items()}
+        # Sums over the ranks: the loss and the token-weighted shares are parts of the whole batch's.
+        summed = {k: v for k, v in stats.items() if k not in ("grad_norm", "skipped_steps")}
         all_tokens = sum(int(mb.attention_mask.sum()) for mb in micro)
+        summed.update(tokens=float(all_tokens), truncated=float(sum(mb.num_truncated for mb in micro)),
+                      tokens_per_s=all_tokens * cfg.num_iterations / max(elapsed, 1e-9))
+        stats.update(distributed.sum_floats(summed, self.ranks))
         stats.update(
-            mismatch.stats(),
+            self._mismatch_stats(mismatch),
             lr=self._last_lr,
-            tokens=float(all_tokens),
             completion_tokens=num_tokens,
-            tokens_per_s=all_tokens * cfg.num_iterations / max(elapsed, 1e-9),
-            seconds=elapsed,
-            truncated=float(sum(mb.num_truncated for mb in micro)),
+            seconds=distributed.max_float(elapsed, self.ranks),  # the step waits for the slowest rank
+            rank_seconds=elapsed,
             update=float(self.updates),
         )
         return stats
+
+    def _mismatch_stats(self, mismatch: MismatchTotals) -> dict[str, float]:
+        """The mismatch over the tokens every rank's sampler scored."""
+        if self.ranks.distributed:
+            merged = MismatchTotals()
+            for sums, corrected in distributed.gather_values((mismatch.sums, mismatch.corrected), self.ranks):
+                for k, v in sums.items():
+                    merged.sums[k] = merged.sums.get(k, 0.0) + v
+                merged.corrected = merged.corrected or corrected
+            mismatch = merged
+        return mismatch.stats()
 
     def _needs_old_pass(self, micro: list[PolicyBatch]) -> bool:
         """Whether the old log-probs need a pass of their own (TRL's rule). With one pass over the
@@ -334,6 +357,7 @@ class PolicyUpdater:
             share = float(st["tokens"]) / norm["num_tokens"]
             for k in weighted:
                 weighted[k] += float(st[k]) * share
+        distributed.sum_gradients(self._params, self.ranks)  # the whole batch's gradient on every rank
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self._params, max_norm))
         self._last_lr = self.scheduler.get_last_lr()[0]

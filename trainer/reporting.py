@@ -63,6 +63,20 @@ class JsonlReporter:
         return bool(self.stop_file and self.stop_file.exists())
 
 
+class SilentReporter:
+    """The reporter of a rank other than 0 in a many-process run: rank 0 reports for the run, and its
+    stop decision reaches the other ranks through the process group (trainer.distributed.decide)."""
+
+    def status(self, state: str, **info: Any) -> None:
+        pass
+
+    def step(self, event: dict[str, Any]) -> None:
+        pass
+
+    def should_stop(self) -> bool:
+        return False
+
+
 def read_events(path: str | Path) -> list[dict[str, Any]]:
     """Every complete event of a log (a torn last line, from a crash mid-write, is skipped)."""
     events = []

@@ -1,0 +1,105 @@
+"""What each rank process of tests/trainer/test_distributed.py runs (importable, so `spawn` can start
+it). Every worker joins a gloo group of `world` processes through a shared file, computes its part
+and writes its result to `out_dir/rank<r>.pkl` for the test to compare with one process's."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from trainer import distributed
+from trainer.config import RunConfig
+from trainer.distributed import Ranks
+from trainer.rewards import get_reward
+from trainer.sampling import LinearChain, fork_on_first, round_robin
+from trainer.scoring import BatchScorer
+
+AGENTS = ("rewriter", "answerer")
+ANSWERS = ("answerer1", "answerer0")  # some completions match, some do not
+
+
+def join(rank: int, world: int, init_file: str) -> Ranks:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    return Ranks(rank, world)
+
+
+def fixed_rollouts(config: RunConfig):
+    """The step's rollouts, the same in every process: a deterministic LM over 4 questions."""
+    import numpy as np
+
+    examples = [{"id": f"e{i}", "question": f"q{i}", "answer": ANSWERS[i % 2]} for i in range(config.examples_per_step)]
+    ids = [e["id"] for e in examples]
+    program = LinearChain(AGENTS)
+
+    def generate(agent, prompts):  # completion k of each request: agent name + k mod 3
+        return [f"{agent}{k % 3}" for k in range(len(prompts))]
+
+    if config.strategy == "mhgpo":
+        trajectories = round_robin(program, examples, group_size=config.group_size, probs=config.fork_probabilities,
+                                   generate=generate, rng=np.random.default_rng([config.seed, 1, 1]), example_ids=ids)
+    else:
+        trajectories = fork_on_first(program, examples, group_size=config.group_size, generate=generate,
+                                     example_ids=ids)
+    return examples, ids, trajectories
+
+
+def scorer_for(config: RunConfig) -> BatchScorer:
+    return BatchScorer(config, {s.name: get_reward(s.name, **s.params) for s in config.rewards}, AGENTS)
+
+
+def step_result(config: RunConfig, ranks: Ranks):
+    """Scores this rank's shard, gathers the batch and computes groups, advantages and metrics."""
+    examples, ids, trajectories = fixed_rollouts(config)
+    mine = set(ids[ranks.shard(ids)])
+    by_id = {e["id"]: e for e in examples if e["id"] in mine}
+    scorer = scorer_for(config)
+    local = scorer.score([t for t in trajectories if t.example_id in mine], by_id)
+    gathered = distributed.gather(local, ranks)
+    groups, rewards, advantages = scorer.groups_and_advantages(gathered, step=1)
+    from trainer.grouping import assign_advantages
+
+    assign_advantages(groups, advantages)
+    metrics = scorer.metrics(gathered, groups, rewards, advantages, {})
+    return {"groups": [g.to_dict() for g in groups], "advantages": advantages.tolist(), "metrics": metrics,
+            "rollouts": [t.to_dict() for t in gathered]}
+
+
+def groups_worker(rank: int, world: int, init_file: str, config: dict, out_dir: str) -> None:
+    ranks = join(rank, world, init_file)
+    result = step_result(RunConfig.from_dict(config), ranks)
+    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps(result))
+    dist.destroy_process_group()
+
+
+def update_examples():
+    from trainer.policy import PolicyExample
+
+    prompts = ["Repeat: apple\n", "Repeat: river\n", "Repeat: stone\n"]
+    completions = ["apple", "a river bank", "x", "stone.", "river", "no"]
+    return [PolicyExample(prompts[i % 3], c, adv) for i, (c, adv) in
+            enumerate(zip(completions, [1.0, -0.5, 0.25, -1.0, 0.75, -0.25], strict=True))]
+
+
+def lora_after_one_update(model_path: str, examples, ranks: Ranks, **update):
+    """The LoRA weights after one update of `examples` (this rank's part of the batch)."""
+    from trainer.lora import lora_parameters
+    from trainer.policy import PolicyUpdater, UpdateConfig, load_policy_model
+
+    model, tokenizer = load_policy_model(model_path, seed=0, dropout=0.0)  # dropout masks depend on the batch
+    updater = PolicyUpdater(model, tokenizer, UpdateConfig(learning_rate=1e-2, **update), ranks=ranks)
+    stats = updater.update(examples)
+    return {n: p.detach().clone() for n, p in lora_parameters(model).items()}, stats
+
+
+def update_worker(rank: int, world: int, init_file: str, model_path: str, update: dict, out_dir: str) -> None:
+    ranks = join(rank, world, init_file)
+    examples = update_examples()
+    # Uneven shards on purpose: rank 0 holds 4 calls, rank 1 holds 2.
+    part = examples[:4] if rank == 0 else examples[4:]
+    weights, stats = lora_after_one_update(model_path, part, ranks, **update)
+    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps((weights, stats)))
+    dist.destroy_process_group()
