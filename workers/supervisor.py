@@ -45,7 +45,7 @@ from webapp.scheduling.services import (
     claim_next,
     wake_self_at_start,
     wake_worker_that_fits,
-    worker_gpu_memory_gb,
+    worker_gpus,
     worker_report,
 )
 
@@ -251,10 +251,10 @@ class Supervisor:
 def supervise_next(worker_name: str) -> str:
     """Claims the fairest queued run this worker's GPU fits (a second delivery of a wake-up claims
     nothing) and trains it; when nothing fits, wakes a worker with a bigger GPU if one exists."""
-    gpu_mem = with_database("reading this worker's GPU", lambda: worker_gpu_memory_gb(worker_name))
-    run = with_database("claiming the next queued run", lambda: claim_next(worker_name, gpu_mem))
+    gpu_mem, gpu_count = with_database("reading this worker's GPUs", lambda: worker_gpus(worker_name))
+    run = with_database("claiming the next queued run", lambda: claim_next(worker_name, gpu_mem, gpu_count))
     if run is None:
-        with_database("waking a worker that fits", lambda: wake_worker_that_fits(worker_name, gpu_mem))
+        with_database("waking a worker that fits", lambda: wake_worker_that_fits(worker_name, gpu_mem, gpu_count))
         return "not claimed"
     # An open run page sees queued -> running without reloading.
     notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step,
@@ -266,4 +266,5 @@ def supervise_next(worker_name: str) -> str:
 def worker_started(worker_name: str) -> int:
     """At a GPU worker's start: report it, then wake it once per queued run it fits."""
     worker = with_database("reporting this worker", lambda: worker_report(worker_name))
-    return with_database("waking this worker", lambda: wake_self_at_start(worker_name, worker.gpu_memory_gb))
+    return with_database("waking this worker",
+                         lambda: wake_self_at_start(worker_name, worker.gpu_memory_gb, worker.gpu_count))

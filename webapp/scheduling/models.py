@@ -21,7 +21,9 @@ class Worker(models.Model):
     name = models.CharField(max_length=200, unique=True)
     host = models.CharField(max_length=200, blank=True)
     gpu_name = models.CharField(max_length=200, blank=True)
-    gpu_memory_gb = models.FloatField(null=True, blank=True)
+    gpu_memory_gb = models.FloatField(null=True, blank=True, help_text="Memory of each of its GPUs.")
+    gpu_count = models.PositiveIntegerField(default=0, help_text="GPUs it may use: the most processes a run "
+                                            "it takes may have (0: a CPU worker).")
     devices = models.CharField(max_length=100, blank=True, help_text="CUDA_VISIBLE_DEVICES at start.")
     seen_at = models.DateTimeField()
 

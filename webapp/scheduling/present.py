@@ -15,6 +15,7 @@ class QueuedRow:
     run: Run
     tokens: int | None  # None: the stored config no longer parses (shown as "?")
     min_gpu_memory_gb: float | None
+    processes: int  # num_processes: one GPU each
     waits_for: str  # why it cannot start on any reported worker, or ""
     visible: bool  # the user may open the run (own run, or staff)
     can_cancel: bool
@@ -30,18 +31,22 @@ class QueuedRow:
         return str(self.tokens)
 
 
-def queued_rows(order: list[tuple[int, Run]], user, largest_gpu_gb: float | None) -> list[QueuedRow]:
+def queued_rows(order: list[tuple[int, Run]], user, largest_gpu_gb: float | None,
+                most_gpus: int = 0) -> list[QueuedRow]:
+    """`largest_gpu_gb` / `most_gpus`: the largest GPU and the most GPUs any reported worker has."""
     rows = []
     for position, run in order:
         try:
             config = RunConfig.from_dict(run.config)
-            tokens, need = run_token_budget(config), config.min_gpu_memory_gb
+            tokens, need, processes = run_token_budget(config), config.min_gpu_memory_gb, config.num_processes
         except ValueError:
-            tokens, need = None, None
+            tokens, need, processes = None, None, 1
         waits_for = ""
         if need is not None and (largest_gpu_gb is None or largest_gpu_gb < need):
             waits_for = (f"needs a GPU with {need:g} GB; the largest worker has "
                          f"{'no GPU' if largest_gpu_gb is None else f'{largest_gpu_gb:g} GB'}")
+        elif most_gpus and processes > most_gpus:
+            waits_for = f"needs a worker with {processes} GPUs; the largest has {most_gpus}"
         mine = user.is_staff or run.owner_id == user.pk
-        rows.append(QueuedRow(position, run, tokens, need, waits_for, visible=mine, can_cancel=mine))
+        rows.append(QueuedRow(position, run, tokens, need, processes, waits_for, visible=mine, can_cancel=mine))
     return rows

@@ -19,9 +19,9 @@ from webapp.scheduling.services import queue_move_to_front
 @require_GET
 def queue_page(request):
     active = active_runs_with_workers()
-    largest = Worker.objects.aggregate(m=Max("gpu_memory_gb"))["m"]
+    largest = Worker.objects.aggregate(memory=Max("gpu_memory_gb"), count=Max("gpu_count"))
     return render(request, "scheduling/queue.html", {
-        "queued": queued_rows(queue_order(), request.user, largest),
+        "queued": queued_rows(queue_order(), request.user, largest["memory"], largest["count"] or 0),
         "active": active,
         "workers": workers_with_runs(active),
     })
