@@ -35,7 +35,7 @@ def command_words(service: dict) -> list[list[str]]:
 
 
 def test_expected_services_and_volumes():
-    assert set(SERVICES) == {"postgres", "redis", "web", "worker-gpu0", "worker-gpu1", "worker-cpu"}
+    assert set(SERVICES) == {"postgres", "redis", "web", "worker-gpu0", "worker-gpu1", "worker-multi-gpu", "worker-cpu"}
     assert {"pgdata", "redisdata", "runs"} <= set(COMPOSE["volumes"])
     for name, service in SERVICES.items():
         assert "healthcheck" in service, f"{name} has no healthcheck"
@@ -44,7 +44,7 @@ def test_expected_services_and_volumes():
 
 
 def test_app_services_wait_for_healthy_databases_and_share_config():
-    for name in ("web", "worker-gpu0", "worker-gpu1", "worker-cpu"):
+    for name in ("web", "worker-gpu0", "worker-gpu1", "worker-multi-gpu", "worker-cpu"):
         service = SERVICES[name]
         assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
@@ -80,6 +80,20 @@ def test_gpu_workers_have_distinct_devices_and_names_and_the_cpu_worker_takes_th
     assert len({e["COHORT_WORKER_NAME"] for e in envs}) == len({e["COHORT_WORKER_DEVICES"] for e in envs}) == len(envs)
     cpu = SERVICES["worker-cpu"]["command"]
     assert cpu[cpu.index("-Q") + 1] == "default"
+
+
+def test_the_eight_gpu_worker_holds_eight_devices_in_a_profile_of_its_own(settings):
+    from webapp.scheduling.services import local_gpu_count
+
+    worker = SERVICES["worker-multi-gpu"]
+    assert worker["profiles"] == ["multi-gpu"]  # never started beside the one-GPU workers on their devices
+    (reservation,) = worker["deploy"]["resources"]["reservations"]["devices"]
+    env = worker["environment"]
+    assert reservation["device_ids"] == env["COHORT_WORKER_DEVICES"].split(",") == [str(i) for i in range(8)]
+    settings.COHORT_WORKER_GPU_COUNT = None
+    assert local_gpu_count(env["COHORT_WORKER_DEVICES"]) == 8  # what it reports: it takes runs of up to 8
+    (words,) = [w for w in command_words(worker) if w[0] == "celery" and "worker" in w]
+    assert words[words.index("-Q") + 1] == "gpu" and words[words.index("--concurrency") + 1] == "1"
 
 
 def test_the_variables_the_workers_set_are_read_by_the_settings():

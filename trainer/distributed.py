@@ -82,14 +82,18 @@ def current_ranks() -> Ranks:
     return Ranks(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def init(ranks: Ranks, device: torch.device) -> None:
-    """Joins the run's process group: NCCL between GPUs, gloo on CPUs. No-op for one process."""
-    if not ranks.distributed or dist.is_initialized():
+def init(ranks: Ranks, device: torch.device, *, alone: bool = False) -> None:
+    """Joins the run's process group: NCCL between GPUs, gloo on CPUs. One process gets a group of
+    its own only when `alone` (FSDP needs a group even for one: `sharding = "fsdp"` on one GPU)."""
+    if dist.is_initialized() or not (ranks.distributed or alone):
         return
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT,
-                            **({"device_id": device} if device.type == "cuda" else {}))
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    extra: dict[str, Any] = {"device_id": device} if device.type == "cuda" else {}
+    if not ranks.distributed:
+        extra.update(store=dist.HashStore(), rank=0, world_size=1)
+    dist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT, **extra)
 
 
 def shutdown() -> None:
@@ -148,7 +152,7 @@ def sum_floats(values: dict[str, float], ranks: Ranks) -> dict[str, float]:
 
 
 def max_float(value: float, ranks: Ranks) -> float:
-    if not ranks.distributed:
+    if not dist.is_initialized():
         return value
     box = torch.tensor([float(value)], dtype=torch.float64, device=_collective_device())
     dist.all_reduce(box, op=dist.ReduceOp.MAX)

@@ -86,13 +86,21 @@ def sequence_logprobs(model: torch.nn.Module, batch: PolicyBatch, *, temperature
     """
     base = _base_model(model)
     keep = batch.completion_mask.bool()  # (B, C)
-    if not _head_is_plain_linear(base):
+    if not _head_is_plain_linear(base) or _is_fsdp_root(base):
+        # Sharded weights (trainer.sharding) are gathered by the model's own forward, never when the
+        # decoder and the head's weight are reached directly as below.
         return _logprobs_from_full_logits(model, batch, keep, temperature)
     hidden = completion_hidden_states(base, batch)  # (B, C, H)
     chosen = chosen_token_logprobs(hidden[keep], base.get_output_embeddings(), batch.completion_ids[keep],
                                    temperature=temperature, chunk_elements=chunk_elements)  # (N,)
     out = torch.zeros(keep.shape, dtype=torch.float32, device=hidden.device)
     return out.masked_scatter(keep, chosen)
+
+
+def _is_fsdp_root(base: torch.nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(base, FSDPModule)
 
 
 def _logprobs_from_full_logits(model: torch.nn.Module, batch: PolicyBatch, keep: Tensor, temperature: float) -> Tensor:
@@ -136,3 +144,28 @@ def mismatch_stats(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Ten
         "is_capped": ((ratio > cap) & keep).sum(),
         "tokens": keep.sum(),
     }
+
+
+class MismatchTotals:
+    """Sampler / trainer mismatch summed over the tokens the sampler scored, for the step metrics:
+    `mismatch/...` always, `is_weight/...` where the importance-sampling correction applied."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.corrected = False
+
+    def add(self, trainer_logprobs: Tensor, mb: PolicyBatch, *, corrected: bool, cap: float) -> None:
+        for k, v in mismatch_stats(trainer_logprobs.detach(), mb.sampler_logprobs, mb.completion_mask, cap=cap).items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+        self.corrected = self.corrected or corrected
+
+    def stats(self) -> dict[str, float]:
+        tokens = self.sums.get("tokens")
+        if not tokens:
+            return {}
+        out = {"mismatch/abs_logprob_diff": self.sums["abs_logprob_diff"] / tokens,
+               "mismatch/kl": self.sums["kl"] / tokens}
+        if self.corrected:
+            out.update({"is_weight/mean": self.sums["is_weight"] / tokens,
+                        "is_weight/capped_share": self.sums["is_capped"] / tokens})
+        return out

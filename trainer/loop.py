@@ -26,7 +26,7 @@ from trainer.distributed import SINGLE, Ranks
 from trainer.failures import raise_if_mostly_errors
 from trainer.gate import StepGate
 from trainer.grouping import ModuleGroup, assign_advantages
-from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model
+from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model, lora_parameters
 from trainer.programs import get_program
 from trainer.prompts import FormattedProgram, resolve_prompt_format
 from trainer.reporting import Reporter
@@ -37,6 +37,7 @@ from trainer.sampling import (
     round_robin,
 )
 from trainer.scoring import BatchScorer
+from trainer.sharding import Lockstep, shard_base_weights
 from trainer.telemetry import SystemSampler
 from trainer.trajectory import Trajectory, jsonable
 
@@ -140,7 +141,7 @@ class Trainer:
         self.dev_examples = dev
         self.stream = ExampleStream(train, seed=config.seed)
         self.device = resolve_device(config, ranks)
-        distributed.init(ranks, self.device)
+        distributed.init(ranks, self.device, alone=config.sharding == "fsdp")
         self.system = SystemSampler(self.device)  # system/* metrics of every step
         with distributed.main_first(ranks):  # one rank builds or downloads, the others find it in place
             model_path = resolve_model_path(config, self.program, model_cache_dir)
@@ -148,6 +149,9 @@ class Trainer:
             model_path, device=self.device, dtype=resolve_dtype(config, self.device),
             gradient_checkpointing=resolve_gradient_checkpointing(config, self.device), r=config.lora_r,
             alpha=config.lora_alpha, dropout=config.lora_dropout, targets=config.lora_targets, seed=config.seed)
+        if config.sharding == "fsdp":
+            distributed.broadcast_parameters(list(lora_parameters(self.model).values()), ranks)  # one adapter
+            shard_base_weights(self.model.get_base_model(), ranks, self.device)
         try:
             self.prompt_format = resolve_prompt_format(self.tokenizer, config.prompt_format)
         except ValueError as exc:
@@ -158,6 +162,8 @@ class Trainer:
                          for name, t in self.teachers.items()}
         self.updater = PolicyUpdater(self.model, self.tokenizer, self._update_config(), ranks=ranks)
         self.backend = self._make_backend(model_path)
+        if config.sharding == "fsdp":
+            self.backend.lockstep = Lockstep(ranks)
         self.step = 0
         self.gate = StepGate.from_env()
         self._samples: dict[tuple[str, str], Any] = {}
@@ -256,6 +262,7 @@ class Trainer:
         mine = self.ranks.shard(ids)
         by_id = dict(zip(ids[mine], examples[mine], strict=True))
         local = self.scorer.score(self._rollouts(examples[mine], ids[mine], step), by_id)
+        self._finish_sampling()
         rank_sampling_s = time.perf_counter() - started
         # Everything below sees the whole batch, in example order, on every rank.
         trajectories = distributed.gather(local, self.ranks)
@@ -288,15 +295,23 @@ class Trainer:
             out[f"system/rank{rank}/update_s"] = update
         return out
 
+    def _finish_sampling(self) -> None:
+        finish = getattr(self.backend, "finish_sampling", None)
+        if finish is not None:
+            finish()
+
     def evaluate(self, step: int) -> dict[str, float]:
-        """Mean rewards on the first `eval_size` dev examples, one rollout each."""
+        """Mean rewards on the first `eval_size` dev examples, one rollout each (each rank its shard)."""
         examples = self.dev_examples[: self.config.eval_size]
         if not examples:
             return {}
         ids = [example_id(e, i) for i, e in enumerate(examples)]
-        trajectories = fork_on_first(self.program, examples, group_size=1,
-                                     generate=self._generate_fn(10_000_000 + step), example_ids=ids)
-        scored = self.scorer.score(trajectories, dict(zip(ids, examples, strict=True)))
+        mine = self.ranks.shard(ids)
+        trajectories = fork_on_first(self.program, examples[mine], group_size=1,
+                                     generate=self._generate_fn(10_000_000 + step), example_ids=ids[mine])
+        local = self.scorer.score(trajectories, dict(zip(ids[mine], examples[mine], strict=True)))
+        self._finish_sampling()
+        scored = distributed.gather(local, self.ranks)
         raise_if_mostly_errors(scored, f"the evaluation after step {step}")
         out = {"eval/reward/mean": float(np.mean([t.reward for t in scored if t.reward is not None] or [math.nan]))}
         for name in self.scorer.component_names():
@@ -309,8 +324,15 @@ class Trainer:
     def checkpoint_root(self) -> Path:
         return self.run_dir / "checkpoints"
 
-    def save(self) -> Path:
-        path = save_checkpoint(self.checkpoint_root, self.step, policy_state=self.updater.state_dict(),
+    def save(self) -> Path | None:
+        """Rank 0 writes the checkpoint (every rank holds the same adapter); with sharded weights every
+        rank first helps gather it."""
+        if not (self.ranks.is_main or self.updater.sharded):
+            return None
+        policy_state = self.updater.state_dict()
+        if not self.ranks.is_main:
+            return None
+        path = save_checkpoint(self.checkpoint_root, self.step, policy_state=policy_state,
                                trainer_state={"step": self.step, "cursor": self.stream.cursor, "attempt": self.attempt},
                                config=self.config.to_dict())
         prune_checkpoints(self.checkpoint_root, KEEP_CHECKPOINTS)
@@ -350,7 +372,7 @@ class Trainer:
                     return "stopped"
                 result = self.train_step(self.step + 1)
                 self.step += 1
-                if main and c.eval_every and (self.step % c.eval_every == 0 or self.step == c.steps):
+                if c.eval_every and (self.step % c.eval_every == 0 or self.step == c.steps):
                     result.metrics.update(self.evaluate(self.step))
                 # Plain JSON for every reporter: NaN (a mean over nothing) becomes null.
                 self.reporter.step(jsonable({
@@ -358,7 +380,7 @@ class Trainer:
                     "rollouts": [t.to_dict() for t in result.trajectories],
                     "groups": [g.to_dict() for g in result.groups],
                 }))
-                if main and c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+                if c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
                     self.save()
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")

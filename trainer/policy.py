@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from trainer.batching import (  # noqa: F401 - re-exported: the policy's public 
     encode_prompt,
     tokenize_examples,
 )
-from trainer.logprobs import importance_weights, mismatch_stats, sequence_logprobs
+from trainer.logprobs import MismatchTotals, importance_weights, sequence_logprobs
 from trainer.lora import (  # noqa: F401 - re-exported: the policy's public names
     DEFAULT_LORA_TARGETS,
     _seeded,
@@ -55,111 +55,12 @@ from trainer.lora import (  # noqa: F401 - re-exported: the policy's public name
     wrap_with_lora,
 )
 from trainer.loss import AGGREGATIONS, clipped_policy_loss  # noqa: F401 - AGGREGATIONS re-exported
-
-SCHEDULERS = ("constant", "cosine")
-
+from trainer.sharding import full_state, is_sharded, load_full_state, pad_micro_batches
+from trainer.update_config import SCHEDULERS, UpdateConfig  # noqa: F401 - re-exported: the policy's public names
 
 # --------------------------------------------------------------------------------------------------
 # The updater
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class UpdateConfig:
-    """Hyper-parameters of one policy update (defaults: MMGRPO Section 5 where it states them)."""
-
-    learning_rate: float = 1e-5
-    """AdamW learning rate (MMGRPO: 1e-5)."""
-    weight_decay: float = 0.0
-    """AdamW decoupled weight decay on the LoRA parameters."""
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas."""
-    eps_low: float = 0.2
-    """Lower clip range: ratios below 1 - eps_low stop pushing a negative-advantage token down."""
-    eps_high: float = 0.2
-    """Upper clip range; 0.28 with eps_low 0.2 is DAPO's clip-higher (GDPO App. E)."""
-    beta: float = 0.0
-    """KL coefficient against the adapter-free reference (MMGRPO: 0.01 for Qwen3, 0.04 for Llama 3.1)."""
-    aggregation: str = "token"
-    """'token' (DAPO), 'sequence' (GRPO as written in MMGRPO Eq. 1/5) or 'dr_grpo'; see clipped_policy_loss."""
-    temperature: float = 1.0
-    """Sampling temperature; log-probs are taken of softmax(logits / temperature) (MMGRPO: 0.6)."""
-    micro_batch_size: int = 4
-    """Sequences per forward/backward; gradients accumulate over micro-batches into one step."""
-    num_iterations: int = 1
-    """Optimizer steps on the same batch (GRPO's mu). With 1 the ratio is 1 and clipping never binds."""
-    max_grad_norm: float | None = 1.0
-    """Clip the total gradient norm (MMGRPO: 0.1 for Qwen3, 0.5 for Llama 3.1); None disables."""
-    scheduler: str = "constant"
-    """'constant' (after warmup) or 'cosine' (decays to 0 at total_steps)."""
-    warmup_steps: int = 0
-    """Linear warmup over this many optimizer steps."""
-    total_steps: int | None = None
-    """Optimizer steps of the whole run; required by the cosine schedule."""
-    max_context_length: int = 8192
-    """Prompt + completion tokens per example (MMGRPO: 8192); longer pairs are cut."""
-    dr_grpo_max_len: int | None = None
-    """The Dr. GRPO constant: the sampler's max_new_tokens (Dr. GRPO's definition; TRL's
-    max_completion_length). None falls back to the longest completion of each update batch."""
-    importance_sampling_correction: bool = True
-    """Re-weight each token by min(pi_trainer / pi_sampler, cap) where the sampler reported its
-    log-probs (TRL's vllm_importance_sampling_correction, token-truncate mode)."""
-    importance_sampling_cap: float = 2.0
-    """The truncation cap of the importance-sampling weight."""
-    sampler_is_policy: bool = False
-    """The examples were sampled by this very model (the HF backend): its log-probs are the policy's
-    own, so there is nothing to correct for. False for another engine (vLLM) or unknown samplers."""
-    append_eos: bool = False
-    """Append EOS to completions given as text only."""
-    seed: int = 0
-    """Seeds the dropout RNG of each update from (seed, update index), so a resumed run is exact."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Free-form notes carried into the state dict (not used by the update)."""
-
-    def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
-        if self.scheduler not in SCHEDULERS:
-            raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {self.scheduler!r}")
-        if self.scheduler == "cosine" and not self.total_steps:
-            raise ValueError("scheduler='cosine' needs total_steps (optimizer steps of the whole run)")
-        if not (0.0 <= self.eps_low < 1.0) or self.eps_high < 0.0:
-            raise ValueError(
-                "clip ranges need 0 <= eps_low < 1 and eps_high >= 0 (typical: 0.2 and 0.2 or 0.28)"
-            )
-        if self.temperature <= 0.0:
-            raise ValueError("temperature must be > 0; for greedy sampling train with temperature=1.0")
-        if self.micro_batch_size < 1 or self.num_iterations < 1:
-            raise ValueError("micro_batch_size and num_iterations must be >= 1")
-        if self.beta < 0.0:
-            raise ValueError("beta must be >= 0 (0 disables the KL penalty and the reference pass)")
-        if self.importance_sampling_cap < 1.0:
-            raise ValueError("importance_sampling_cap must be >= 1 (TRL's default is 2 to 3)")
-
-
-class MismatchTotals:
-    """Sampler / trainer mismatch summed over the tokens the sampler scored, for the step metrics:
-    `mismatch/...` always, `is_weight/...` where the importance-sampling correction applied."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.corrected = False
-
-    def add(self, trainer_logprobs: Tensor, mb: PolicyBatch, *, corrected: bool, cap: float) -> None:
-        for k, v in mismatch_stats(trainer_logprobs.detach(), mb.sampler_logprobs, mb.completion_mask, cap=cap).items():
-            self.sums[k] = self.sums.get(k, 0.0) + float(v)
-        self.corrected = self.corrected or corrected
-
-    def stats(self) -> dict[str, float]:
-        tokens = self.sums.get("tokens")
-        if not tokens:
-            return {}
-        out = {"mismatch/abs_logprob_diff": self.sums["abs_logprob_diff"] / tokens,
-               "mismatch/kl": self.sums["kl"] / tokens}
-        if self.corrected:
-            out.update({"is_weight/mean": self.sums["is_weight"] / tokens,
-                        "is_weight/capped_share": self.sums["is_capped"] / tokens})
-        return out
 
 
 class PolicyUpdater:
@@ -178,7 +79,9 @@ class PolicyUpdater:
             raise ValueError(f"expected only LoRA parameters to be trainable; also trainable: {others[:5]}")
         self._params = list(params.values())
         self.ranks = ranks
-        distributed.broadcast_parameters(self._params, ranks)  # one adapter, whatever each rank drew
+        self.sharded = is_sharded(model)  # FSDP: collective forwards, gradients reduced by FSDP itself
+        if not self.sharded:  # (a sharded model was made one adapter before it was sharded)
+            distributed.broadcast_parameters(self._params, ranks)  # one adapter, whatever each rank drew
         cfg = self.config
         self.optimizer = torch.optim.AdamW(
             self._params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
@@ -224,6 +127,9 @@ class PolicyUpdater:
             ).to(self.device)
             for i in range(0, len(examples), cfg.micro_batch_size)
         ]
+        real = micro
+        if self.sharded:  # every rank runs as many forward passes as the busiest
+            micro = pad_micro_batches(micro, self.ranks, self._empty_micro_batch)
         # Global normalizers (over every micro-batch of every rank), so the accumulated micro-batch
         # losses, summed over the ranks, equal the loss of the whole batch.
         counts = distributed.sum_floats({"tokens": sum(float(mb.completion_mask.sum()) for mb in micro),
@@ -250,8 +156,8 @@ class PolicyUpdater:
         stats = {k: v / cfg.num_iterations for k, v in totals.items()}
         # Sums over the ranks: the loss and the token-weighted shares are parts of the whole batch's.
         summed = {k: v for k, v in stats.items() if k not in ("grad_norm", "skipped_steps")}
-        all_tokens = sum(int(mb.attention_mask.sum()) for mb in micro)
-        summed.update(tokens=float(all_tokens), truncated=float(sum(mb.num_truncated for mb in micro)),
+        all_tokens = sum(int(mb.attention_mask.sum()) for mb in real)
+        summed.update(tokens=float(all_tokens), truncated=float(sum(mb.num_truncated for mb in real)),
                       tokens_per_s=all_tokens * cfg.num_iterations / max(elapsed, 1e-9))
         stats.update(distributed.sum_floats(summed, self.ranks))
         stats.update(
@@ -284,7 +190,20 @@ class PolicyUpdater:
         cfg = self.config
         corrects = (cfg.importance_sampling_correction and not cfg.sampler_is_policy
                     and any(mb.sampler_logprobs is not None for mb in micro))
-        return cfg.num_iterations > 1 or corrects
+        needed = cfg.num_iterations > 1 or corrects
+        if self.sharded:  # one rank's extra forward pass is every rank's
+            return distributed.max_float(float(needed), self.ranks) > 0
+        return needed
+
+    def _empty_micro_batch(self) -> PolicyBatch:
+        """A one-token batch that adds nothing (its completion mask is zero): a sharded rank with
+        fewer micro-batches than another runs these so the collective forward passes pair up."""
+        cfg = self.config
+        mb = tokenize_examples(self.tokenizer, [PolicyExample(" ", " ", 0.0)], max_context_length=cfg.max_context_length,
+                               append_eos=cfg.append_eos)
+        mb.completion_mask = torch.zeros_like(mb.completion_mask)
+        mb.sampler_logprobs = None
+        return mb.to(self.device)
 
     def _frozen_logprobs(
         self, micro: list[PolicyBatch], *, old: bool = True
@@ -313,6 +232,14 @@ class PolicyUpdater:
         on the toy task, as if the sampler had drifted.)"""
         cfg = self.config
         scored = [k for k, mb in enumerate(micro) if mb.sampler_logprobs is not None]
+        if olds is None and self.sharded:  # the same single forward pass on every rank
+            sample = micro[scored[0] if scored else 0]
+            self.model.eval()
+            with torch.no_grad():
+                trainer = sequence_logprobs(self.model, sample, temperature=cfg.temperature)
+            if scored:
+                mismatch.add(trainer, sample, corrected=False, cap=cfg.importance_sampling_cap)
+            return
         if olds is None and scored:
             self.model.eval()
             with torch.no_grad():
@@ -357,7 +284,8 @@ class PolicyUpdater:
             share = float(st["tokens"]) / norm["num_tokens"]
             for k in weighted:
                 weighted[k] += float(st[k]) * share
-        distributed.sum_gradients(self._params, self.ranks)  # the whole batch's gradient on every rank
+        if not self.sharded:  # (FSDP reduce-scatters the sum itself)
+            distributed.sum_gradients(self._params, self.ranks)  # the whole batch's gradient on every rank
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self._params, max_norm))
         self._last_lr = self.scheduler.get_last_lr()[0]
@@ -385,13 +313,18 @@ class PolicyUpdater:
         Adapter weights, AdamW moments, scheduler position, update counters and the config. The RNG
         is not needed: each update seeds its own dropout stream from (config.seed, update index).
         """
-        adapter = {
-            k: v.detach().to("cpu", copy=True) for k, v in get_peft_model_state_dict(self.model).items()
-        }
+        if self.sharded:  # gathered into full tensors by every rank together
+            adapter, optimizer = full_state(self.model, self.optimizer)
+        else:
+            adapter = {
+                k: v.detach().to("cpu", copy=True) for k, v in get_peft_model_state_dict(self.model).items()
+            }
+            # Copy: AdamW updates its moment tensors in place, which would silently change a snapshot.
+            optimizer = _to_cpu(copy.deepcopy(self.optimizer.state_dict()))
         return {
             "adapter": adapter,
-            # Copy: AdamW updates its moment tensors in place, which would silently change a snapshot.
-            "optimizer": _to_cpu(copy.deepcopy(self.optimizer.state_dict())),
+            "optimizer": optimizer,
+            "sharded": self.sharded,
             "scheduler": copy.deepcopy(self.scheduler.state_dict()),
             "updates": self.updates,
             "optimizer_steps": self.optimizer_steps,
@@ -400,6 +333,14 @@ class PolicyUpdater:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a `state_dict()` snapshot into this updater (same model architecture and LoRA setup)."""
+        if bool(state.get("sharded")) != self.sharded:
+            raise ValueError("this checkpoint was saved with another sharding; resume it with the sharding it "
+                             "was trained with")
+        if self.sharded:
+            load_full_state(self.model, self.optimizer, state["adapter"], state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.updates, self.optimizer_steps = int(state["updates"]), int(state["optimizer_steps"])
+            return
         result = set_peft_model_state_dict(self.model, state["adapter"])
         unexpected = getattr(result, "unexpected_keys", [])
         if unexpected:

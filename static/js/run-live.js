@@ -48,6 +48,7 @@
     ["system/gpu_power_w", "GPU power (W)"],
     ["system/rss_gb", "Process memory (RSS, GiB)"],
     ["system/time", "Sampling vs update time per step (s)"],
+    ["system/ranks", "Sampling and update time per process (s): the slowest holds up the step"],
   ];
   const SYSTEM_FAMILY = { gpu_mem_allocated_gb: "system/memory", gpu_mem_reserved_gb: "system/memory",
                           gpu_mem_peak_gb: "system/memory", sample_s: "system/time", update_s: "system/time" };
@@ -71,6 +72,8 @@
   function seriesOf(key) {
     if (key.startsWith("system/")) {
       const name = key.slice("system/".length);
+      const rank = /^rank(\d+)\/(sample|update)_s$/.exec(name); // a many-process run (num_processes)
+      if (rank) return ["system/ranks", `rank ${rank[1]} ${rank[2] === "sample" ? "sampling" : "update"}`];
       return [SYSTEM_FAMILY[name] || key, name];
     }
     if (key.startsWith("eval/")) {

@@ -29,6 +29,9 @@ def events(steps, *, scale=1.0):
             "system/gpu_mem_peak_gb": 3.6 + 0.1 * wobble, "system/gpu_util": 70 + 20 * wobble,
             "system/gpu_power_w": 300 + 50 * wobble, "system/rss_gb": 2.5 + step / 1000,
             "system/sample_s": 4.0 + wobble, "system/update_s": 1.5,
+            # a two-process run (num_processes = 2) whose rank 1 samples slower
+            "system/rank0/sample_s": 3.0, "system/rank0/update_s": 1.4,
+            "system/rank1/sample_s": 4.0 + wobble, "system/rank1/update_s": 1.5,
         }}
 
 
@@ -88,11 +91,13 @@ def test_chart_controls_on_the_run_page(page, browser, screenshot, asgi_server, 
     # The System section: its own heading and charts for memory, utilisation, power, RSS, timings.
     assert page.is_visible("#system-section h2:has-text('System')")
     for chart in ("chart-system-memory", "chart-system-gpu_util", "chart-system-gpu_power_w", "chart-system-rss_gb",
-                  "chart-system-time"):
+                  "chart-system-time", "chart-system-ranks"):
         assert page.locator(f"#system-charts #{chart}").count() == 1, chart
     memory = {t["name"] for t in traces(page, "chart-system-memory")}
     assert memory == {"gpu_mem_allocated_gb", "gpu_mem_reserved_gb", "gpu_mem_peak_gb"}
     assert {t["name"] for t in traces(page, "chart-system-time")} == {"sample_s", "update_s"}
+    assert {t["name"] for t in traces(page, "chart-system-ranks")} == {
+        "rank 0 sampling", "rank 0 update", "rank 1 sampling", "rank 1 update"}
     assert page.locator("#charts [id^=chart-system]").count() == 0
 
     # A constant learning rate of 0.002 reads as itself on its axis.

@@ -103,3 +103,47 @@ def update_worker(rank: int, world: int, init_file: str, model_path: str, update
     weights, stats = lora_after_one_update(model_path, part, ranks, **update)
     Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps((weights, stats)))
     dist.destroy_process_group()
+
+
+def sharded_policy(model_path: str, ranks: Ranks):
+    """The tiny model with its base weights sharded over the ranks (sharding = "fsdp")."""
+    from trainer.policy import load_policy_model
+    from trainer.sharding import shard_base_weights
+
+    model, tokenizer = load_policy_model(model_path, seed=0, dropout=0.0)
+    shard_base_weights(model.get_base_model(), ranks, torch.device("cpu"))
+    return model, tokenizer
+
+
+def sharded_update_worker(rank: int, world: int, init_file: str, model_path: str, update: dict, out_dir: str) -> None:
+    from trainer.policy import PolicyUpdater, UpdateConfig
+
+    ranks = join(rank, world, init_file)
+    model, tokenizer = sharded_policy(model_path, ranks)
+    examples = update_examples()
+    part = examples[:4] if rank == 0 else examples[4:]  # 2 micro-batches against 1: padded to pair up
+    updater = PolicyUpdater(model, tokenizer, UpdateConfig(learning_rate=1e-2, **update), ranks=ranks)
+    stats = updater.update(part)
+    state = updater.state_dict()  # collective: the adapter gathered into full tensors
+    weights = {name: value for name, value in state["adapter"].items()}
+    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps((weights, stats)))
+    dist.destroy_process_group()
+
+
+GENERATE_PROMPTS = ["Repeat: apple\n", "Repeat: river\n", "Repeat: stone\n", "Repeat: cloud\n"]
+
+
+def sharded_generate_worker(rank: int, world: int, init_file: str, model_path: str, out_dir: str) -> None:
+    """Rank 0 samples three prompts in three generate calls, rank 1 one prompt in one call."""
+    from trainer.backends.hf import HFBackend
+    from trainer.sharding import Lockstep
+
+    ranks = join(rank, world, init_file)
+    model, tokenizer = sharded_policy(model_path, ranks)
+    backend = HFBackend(model, tokenizer, batch_size=1)
+    backend.lockstep = Lockstep(ranks)
+    prompts = GENERATE_PROMPTS[:3] if rank == 0 else GENERATE_PROMPTS[3:]
+    samples = backend.generate(prompts, 1, temperature=0.0, max_new_tokens=4 + 2 * rank)
+    backend.finish_sampling()
+    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps([s[0].text for s in samples]))
+    dist.destroy_process_group()

@@ -71,3 +71,35 @@ def test_two_ranks_make_the_update_of_one_process_over_the_whole_batch(aggregati
             assert value.allclose(single[name], atol=1e-6), name
         for key in ("loss", "grad_norm", "completion_tokens", "tokens", "clip_fraction"):
             assert stats[key] == pytest.approx(single_stats[key], rel=1e-5, abs=1e-7), key
+
+
+def test_sharded_weights_make_the_same_update(tiny_model_path, tmp_path):
+    """sharding = "fsdp": the base weights split over two ranks, uneven micro-batch counts (padded)."""
+    from .rank_workers import sharded_update_worker
+
+    update = {"micro_batch_size": 2, "aggregation": "token"}
+    single, single_stats = lora_after_one_update(str(tiny_model_path), update_examples(), SINGLE, **update)
+    ranks = on_ranks(sharded_update_worker, 2, tmp_path, str(tiny_model_path), update)
+    assert ranks[1][0] == {}  # the gathered adapter lands on rank 0, the one that writes checkpoints
+    weights = ranks[0][0]
+    assert weights.keys() == single.keys()
+    for name, value in weights.items():
+        # 1e-5 against a step of 1e-2: Adam's first step is lr * sign(gradient), so a gradient within
+        # rounding of zero (one element here) may move by a rounding's worth either way.
+        assert value.allclose(single[name], atol=1e-5), name
+    for _, stats in ranks:
+        for key in ("loss", "grad_norm", "completion_tokens", "tokens"):
+            assert stats[key] == pytest.approx(single_stats[key], rel=1e-5, abs=1e-7), key
+
+
+def test_sharded_ranks_sample_what_one_process_samples_with_uneven_generate_calls(tiny_model_path, tmp_path):
+    from trainer.backends.hf import HFBackend
+    from trainer.policy import load_policy_model
+
+    from .rank_workers import GENERATE_PROMPTS, sharded_generate_worker
+
+    model, tokenizer = load_policy_model(tiny_model_path, seed=0, dropout=0.0)
+    backend = HFBackend(model, tokenizer)
+    expected = [[s[0].text for s in backend.generate(GENERATE_PROMPTS[:3], 1, temperature=0.0, max_new_tokens=4)],
+                [s[0].text for s in backend.generate(GENERATE_PROMPTS[3:], 1, temperature=0.0, max_new_tokens=6)]]
+    assert on_ranks(sharded_generate_worker, 2, tmp_path, str(tiny_model_path)) == expected

@@ -131,3 +131,23 @@ def test_a_crashed_rank_fails_the_run_naming_it(tmp_path):
     assert "rank 1 was killed by SIGKILL" in final["error"]
     _, alive = psutil.wait_procs(list(ranks.values()), timeout=60)
     assert alive == []
+
+
+@pytest.mark.parametrize(("processes", "dtype"), [(1, "auto"), (2, "bfloat16")])
+def test_sharded_weights_train_evaluate_checkpoint_and_resume(tmp_path, processes, dtype):
+    """sharding = "fsdp" (FSDP2 over gloo here): one process is a mesh of one, the path a one-GPU
+    machine checks; two shard the base weights, in bfloat16 with the adapter in float32 (PEFT's
+    default), which FSDP computes in bfloat16. A resumed attempt loads the gathered state."""
+    config = write_config(tmp_path, num_processes=processes, sharding="fsdp", eval_every=1, steps=2, dtype=dtype)
+    first = start(tmp_path, config)
+    output, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, output
+    config.write_text(json.dumps({**json.loads(config.read_text()), "steps": 3}))
+    resumed = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--run-dir",
+                              str(tmp_path / "run"), "--quiet", "--resume"], capture_output=True, text=True,
+                             env={**os.environ, "COHORT_MODEL_CACHE": str(tmp_path / "models")}, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    log = events(tmp_path)
+    assert [(e["attempt"], e["step"]) for e in log if e["type"] == "step"] == [(1, 1), (1, 2), (2, 3)]
+    assert all("eval/reward/mean" in e["metrics"] for e in log if e["type"] == "step")
+    assert [(e["state"], e.get("step")) for e in log if e["type"] == "status"][-2:] == [("running", 2), ("succeeded", 3)]

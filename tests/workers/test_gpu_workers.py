@@ -2,7 +2,7 @@
 and 80 GB: each trains one run at a time, a run asking for 40 GB only ever runs on the 80 GB one,
 and the queue page shows which worker (host, GPU, device) runs what."""
 
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -22,22 +22,32 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 FAKE_GPUS = {"gpu0": ("0", "Fake GPU 24G", "24"), "gpu1": ("1", "Fake GPU 80G", "80")}
 
 
-@pytest.fixture
-def gpu_workers(tmp_path, model_cache_dir, runs_dir, settings, step_gate):
-    """{"gpu0": process, "gpu1": process}: real workers on the gpu queue only, each reporting its fake GPU."""
+@contextmanager
+def fake_gpu_workers(tmp_path, model_cache_dir, runs_dir, settings, step_gate, fakes: dict[str, dict[str, str]]):
+    """{name: process}: real workers on the gpu queue only, one per entry of `fakes` (name -> the
+    variables that fake its GPUs: CUDA_VISIBLE_DEVICES, COHORT_WORKER_GPU_NAME, ...), each reported in."""
     settings.COHORT_RUNS_DIR = runs_dir
     app.control.purge()
     with ExitStack() as stack:
         workers = {}
-        for short, (device, gpu_name, memory) in FAKE_GPUS.items():
+        for short, fake in fakes.items():
             env = service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir),
-                              CUDA_VISIBLE_DEVICES=device, COHORT_WORKER_GPU_NAME=gpu_name,
-                              COHORT_WORKER_GPU_MEMORY_GB=memory, **{GATE_ENV: str(step_gate.path)})
+                              **fake, **{GATE_ENV: str(step_gate.path)})
             workers[short] = stack.enter_context(
                 celery_worker(tmp_path / f"{short}.log", env, app=app, queues="gpu", name=short))
         names = {w.hostname for w in workers.values()}
+        first = next(iter(workers.values()))
         wait_for(lambda: set(Worker.objects.values_list("name", flat=True)) >= names, 60,
-                 "both workers to report their GPU", workers["gpu0"].log_path)
+                 "the workers to report their GPUs", first.log_path)
+        yield workers
+
+
+@pytest.fixture
+def gpu_workers(tmp_path, model_cache_dir, runs_dir, settings, step_gate):
+    """{"gpu0": process, "gpu1": process}, each reporting its fake GPU."""
+    fakes = {short: {"CUDA_VISIBLE_DEVICES": device, "COHORT_WORKER_GPU_NAME": name, "COHORT_WORKER_GPU_MEMORY_GB": memory}
+             for short, (device, name, memory) in FAKE_GPUS.items()}
+    with fake_gpu_workers(tmp_path, model_cache_dir, runs_dir, settings, step_gate, fakes) as workers:
         yield workers
 
 

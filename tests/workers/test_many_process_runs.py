@@ -3,18 +3,15 @@ a run asking for two processes goes only to a worker with two (fake GPUs: the ra
 CPU with gloo), the run page's data has one stream with both ranks' timings, and cancelling such a
 run stops every rank."""
 
-from contextlib import ExitStack
-
 import psutil
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from tests.conftest import celery_worker, service_env, wait_for
+from tests.conftest import wait_for
 from tests.webapp.runs.factories import make_task
+from tests.workers.test_gpu_workers import fake_gpu_workers
 from tests.workers.test_run_train import toy_config
-from trainer.gate import GATE_ENV
-from webapp.celery import app
 from webapp.runs.models import Rollout, Run, StepMetric
 from webapp.runs.services import run_cancel, run_create
 from webapp.scheduling.models import Worker
@@ -27,19 +24,9 @@ FAKE_WORKERS = {"one": "0", "two": "1,2"}
 
 @pytest.fixture
 def workers(tmp_path, model_cache_dir, runs_dir, settings, step_gate):
-    settings.COHORT_RUNS_DIR = runs_dir
-    app.control.purge()
-    with ExitStack() as stack:
-        started = {}
-        for short, devices in FAKE_WORKERS.items():
-            env = service_env(COHORT_RUNS_DIR=str(runs_dir), COHORT_MODEL_CACHE=str(model_cache_dir),
-                              CUDA_VISIBLE_DEVICES=devices, COHORT_WORKER_GPU_NAME="Fake GPU",
-                              COHORT_WORKER_GPU_MEMORY_GB="24", **{GATE_ENV: str(step_gate.path)})
-            started[short] = stack.enter_context(
-                celery_worker(tmp_path / f"{short}.log", env, app=app, queues="gpu", name=short))
-        names = {w.hostname for w in started.values()}
-        wait_for(lambda: set(Worker.objects.values_list("name", flat=True)) >= names, 60,
-                 "both workers to report their GPUs", started["one"].log_path)
+    fakes = {short: {"CUDA_VISIBLE_DEVICES": devices, "COHORT_WORKER_GPU_NAME": "Fake GPU",
+                     "COHORT_WORKER_GPU_MEMORY_GB": "24"} for short, devices in FAKE_WORKERS.items()}
+    with fake_gpu_workers(tmp_path, model_cache_dir, runs_dir, settings, step_gate, fakes) as started:
         yield started
 
 

@@ -66,6 +66,7 @@ class HFBackend:
         self.adapter_version: int | None = None
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.lockstep = None  # a trainer.sharding.Lockstep when the weights are sharded (FSDP)
 
     def update_adapter(
         self, adapter_path: str | os.PathLike[str] | None = None, *, version: int | None = None
@@ -115,6 +116,23 @@ class HFBackend:
             self.model.train(was_training)
         return [samples[i * n : (i + 1) * n] for i in range(len(prompts))]
 
+    def finish_sampling(self) -> None:
+        """With sharded weights, joins the other ranks' generate calls until every rank is done (see
+        trainer.sharding); otherwise nothing to do."""
+        if self.lockstep is None:
+            return
+        device = next(self.model.parameters()).device
+        one = torch.tensor([[self.pad_id]], device=device)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                self.lockstep.drain(lambda: self.model.generate(
+                    input_ids=one, attention_mask=torch.ones_like(one), do_sample=False, max_new_tokens=1,
+                    synced_gpus=True, pad_token_id=self.pad_id, eos_token_id=self.eos_id))
+        finally:
+            self.model.train(was_training)
+
     def _generate_chunk(
         self,
         rows: list[list[int]],
@@ -138,7 +156,10 @@ class HFBackend:
             {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": top_k or 0, "min_p": 0.0}
         )
         recorder = ChosenTokenLogprobs(temperature)
+        if self.lockstep is not None:
+            self.lockstep.vote(True)
         out = self.model.generate(
+            synced_gpus=self.lockstep is not None,
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
             do_sample=not greedy,

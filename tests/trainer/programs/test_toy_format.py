@@ -60,28 +60,16 @@ def test_examples_are_seeded_and_words_are_checked():
 
 @pytest.mark.usefixtures("torch_setup")
 def test_a_few_gdpo_steps_log_both_rewards_and_the_advantage_resolution(tmp_path):
+    from tests.trainer.test_loop import ListReporter
     from trainer.loop import Trainer
-
-    class Events:
-        def __init__(self):
-            self.steps = []
-
-        def status(self, state, **info):
-            pass
-
-        def step(self, event):
-            self.steps.append(event["metrics"])
-
-        def should_stop(self):
-            return False
 
     info = program_info("toy_format")
     config = RunConfig.from_dict({**info["suggested_config"], "program": "toy_format", "estimator": "gdpo",
                                   "steps": 3, "eval_every": 0, "checkpoint_every": 0})
-    events = Events()
-    trainer = Trainer(config, tmp_path / "run", events, model_cache_dir=tmp_path / "models")
+    reporter = ListReporter()
+    trainer = Trainer(config, tmp_path / "run", reporter, model_cache_dir=tmp_path / "models")
     assert trainer.run() == "succeeded"
-    assert len(events.steps) == 3
-    for metrics in events.steps:
+    assert len(reporter.events) == 3
+    for metrics in (event["metrics"] for event in reporter.events):
         assert 0.0 <= metrics["reward/regex_match"] <= 1.0 and 0.0 <= metrics["reward/exact_match"] <= 1.0
         assert 0.0 < metrics["adv_resolution"] <= 1.0
