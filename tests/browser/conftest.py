@@ -52,7 +52,10 @@ def screenshot(page):
 
     def take(name: str) -> Path:
         path = ARTIFACTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        # A screenshot is an artifact to look at, not an assertion: on a busy machine capturing a long
+        # page (with a progress bar animating) can take longer than Playwright's 30 s default, so give it
+        # room and stop CSS animations rather than fail the test over it.
+        page.screenshot(path=str(path), full_page=True, animations="disabled", timeout=120_000)
         return path
 
     return take
