@@ -115,11 +115,7 @@ def die_with_launcher() -> None:
 
 def gather(local: list[T], ranks: Ranks) -> list[T]:
     """Every rank's `local` list concatenated in rank order, on every rank (picklable items)."""
-    if not ranks.distributed:
-        return list(local)
-    parts: list[Any] = [None] * ranks.world
-    dist.all_gather_object(parts, local)
-    return [item for part in parts for item in part]
+    return [item for part in gather_values(local, ranks) for item in part]
 
 
 def gather_values(value: Any, ranks: Ranks) -> list[Any]:

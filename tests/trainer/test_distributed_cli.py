@@ -121,6 +121,18 @@ def test_killing_the_run_kills_every_rank(tmp_path):
     assert alive == []
 
 
+def test_sigterm_stops_every_rank_and_the_launcher_dies_of_it(tmp_path):
+    """What the worker sends when it is shut down: the run ends as a killed single process would
+    (exit by the signal, so the worker records "interrupted"), with no rank left behind."""
+    process, ranks = held_at_step_two(tmp_path)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=300)
+    assert process.returncode == -signal.SIGTERM
+    _, alive = psutil.wait_procs(list(ranks.values()), timeout=60)
+    assert alive == []
+    assert [e["state"] for e in events(tmp_path) if e["type"] == "status"] == ["running"]  # no verdict written
+
+
 def test_a_crashed_rank_fails_the_run_naming_it(tmp_path):
     process, ranks = held_at_step_two(tmp_path)
     ranks[1].send_signal(signal.SIGKILL)  # what the OOM killer does
