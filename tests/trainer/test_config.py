@@ -37,7 +37,7 @@ def test_every_field_has_help_and_a_group():
         ({"strategy": "mhgpo", "sampling": "rr"}, "sampling 'rr' needs fork_probabilities"),
         ({"strategy": "mhgpo", "sampling": "rr", "fork_probabilities": [0.5, 0.2]}, "must sum to 1 (got 0.7)"),
         ({"fork_probabilities": [1.0]}, "fork_probabilities is an MHGPO round-robin option"),
-        ({"backend": "vllm", "device": "cpu"}, "backend 'vllm' needs a GPU"),
+        ({"model": "builtin:gpt5"}, "unknown built-in model 'builtin:gpt5'"),
         ({"strategy": "mhgpo", "estimator": "gdpo", "rewards": [{"name": "token_f1"}, {"name": "length"}]},
          "choose estimator 'grpo' with strategy 'mhgpo'"),
         ({"rewards": []}, "at least one reward is needed"),

@@ -54,6 +54,17 @@ class ChosenTokenLogprobs(LogitsProcessor):
         return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((sequences.shape[0], 0))
 
 
+def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a turn, as vLLM stops: the model's `generation_config.eos_token_id` (an id
+    or a list) and the tokenizer's EOS, in that order. A model whose tokenizer and generation config
+    disagree (SmolLM2's GGUF tokenizer names `<|im_start|>` as EOS, its turns end with `<|im_end|>`)
+    would otherwise run past the end of every answer."""
+    generation = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = list(generation) if isinstance(generation, (list, tuple)) else [generation]
+    ids.append(tokenizer.eos_token_id)
+    return list(dict.fromkeys(int(i) for i in ids if i is not None))
+
+
 class HFBackend:
     """`SamplingBackend` over `model.generate`; `batch_size` rows (prompt x sample) per generate call."""
 
@@ -64,8 +75,9 @@ class HFBackend:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.adapter_version: int | None = None
-        self.eos_id = tokenizer.eos_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.eos_id = self.stop_ids[0] if self.stop_ids else None
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self.lockstep = None  # a trainer.sharding.Lockstep when the weights are sharded (FSDP)
 
     def update_adapter(
@@ -129,7 +141,7 @@ class HFBackend:
             with torch.no_grad():
                 self.lockstep.drain(lambda: self.model.generate(
                     input_ids=one, attention_mask=torch.ones_like(one), do_sample=False, max_new_tokens=1,
-                    synced_gpus=True, pad_token_id=self.pad_id, eos_token_id=self.eos_id))
+                    synced_gpus=True, pad_token_id=self.pad_id, eos_token_id=self.stop_ids))
         finally:
             self.model.train(was_training)
 
@@ -167,7 +179,7 @@ class HFBackend:
             repetition_penalty=1.0,
             num_beams=1,
             max_new_tokens=max_new_tokens,
-            eos_token_id=self.eos_id,
+            eos_token_id=self.stop_ids,
             pad_token_id=self.pad_id,
             logits_processor=[recorder],
             return_dict_in_generate=True,
@@ -176,10 +188,11 @@ class HFBackend:
         logprobs = recorder.finish(out.sequences)  # (B, L)
 
         samples = []
+        stops = set(self.stop_ids)
         for ids, lps in zip(new_tokens.tolist(), logprobs.tolist(), strict=True):
-            # generate() pads finished rows after their EOS; keep up to and including the first EOS.
-            end = ids.index(self.eos_id) + 1 if self.eos_id in ids else len(ids)
-            finish = "stop" if self.eos_id in ids[:end] else "length"
+            # generate() pads finished rows after their end of turn; keep up to and including it.
+            end = next((i + 1 for i, tok in enumerate(ids) if tok in stops), None)
+            finish = "length" if end is None else "stop"
             ids, lps = ids[:end], lps[:end]
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             samples.append(Sample(text=text, token_ids=ids, logprobs=lps, finish_reason=finish))

