@@ -239,18 +239,21 @@ def asgi_server(transactional_db, tmp_path):
 
 
 def pytest_collection_modifyitems(config, items):
-    """COHORT_TESTS_SKIP_DIRS (comma-separated folders, e.g. "tests/trainer") deselects their tests.
-    CI's second suite (.ci/run, the embedded defaults) sets it for tests/trainer: the trainer never
-    imports Django, so its tests do not depend on the database or Redis the two suites differ in, and
-    the first suite runs them against the same code. `make test` alone runs everything."""
+    """COHORT_TESTS_SKIP_DIRS (comma-separated folders, e.g. "tests/trainer") and COHORT_TESTS_SKIP_MARKERS
+    (comma-separated marks, e.g. "vllm") deselect their tests. CI's second suite (.ci/run, the embedded
+    defaults) sets them: the trainer never imports Django, so its tests do not depend on the database
+    or Redis the two suites differ in, and the vLLM engine tests exercise the engine, not the services;
+    the first suite runs them all against the same code. `make test` alone runs everything."""
     skipped = [d.strip().rstrip("/") + "/" for d in os.environ.get("COHORT_TESTS_SKIP_DIRS", "").split(",") if d.strip()]
-    if not skipped:
+    marks = {m.strip() for m in os.environ.get("COHORT_TESTS_SKIP_MARKERS", "").split(",") if m.strip()}
+    if not skipped and not marks:
         return
     root = Path(str(config.rootpath))
     kept, dropped = [], []
     for item in items:
         relative = Path(str(item.path)).relative_to(root).as_posix()
-        (dropped if any(relative.startswith(d) for d in skipped) else kept).append(item)
+        drop = any(relative.startswith(d) for d in skipped) or any(item.get_closest_marker(m) for m in marks)
+        (dropped if drop else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -59,13 +59,13 @@ def test_the_cli_lists_plugin_rewards_with_their_parameters():
 
 def test_plugin_programs_are_registered_with_their_metadata():
     info = program_info("demo_echo")
-    assert info | {"suggested_config": None} == {
+    assert info | {"suggested_config": None, "model_suggestions": None} == {
         "name": "demo_echo", "title": "Demo: answer in one word (test plugin)",
         "description": "One module reads the question and answers with its first word.", "agents": ["echo"],
         "dataset_kind": None, "example_fields": ["question", "answer"],
         "default_rewards": [{"name": "demo_overlap", "weight": 1.0, "params": {}},
                             {"name": "demo_len", "weight": 1.0, "params": {"limit": 20}}],
-        "needs_corpus": False, "generates_examples": False, "suggested_config": None,
+        "needs_corpus": False, "generates_examples": False, "suggested_config": None, "model_suggestions": None,
         "distribution": "cohort-demo-plugin 0.1.0"}
     assert "demo_echo" in PROGRAMS and "demo_echo" in {p["name"] for p in list_programs()}
     program = get_program("demo_echo", corpus_path="ignored.jsonl")  # options it does not take are left out

@@ -4,7 +4,7 @@
 Programs of other installed packages join through the ``cohort.programs`` entry points
 (`trainer.programs.registry`, `trainer.plugins`)."""
 
-from trainer.programs import banking77, gsm8k, hover, search, toolcall, toy, toy_format  # noqa: F401  (register them)
+from trainer.programs import arith_format, banking77, gsm8k, hover, search, toolcall, toy, toy_format  # noqa: F401  (register them)
 from trainer.programs.registry import (
     PROGRAMS,
     get_program,

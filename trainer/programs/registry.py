@@ -52,6 +52,8 @@ def _info(name: str, source: Any, distribution: str) -> dict[str, Any]:
         "needs_corpus": bool(getattr(source, "needs_corpus", False)),
         "generates_examples": callable(getattr(source, "generate_examples", None)),
         "suggested_config": dict(getattr(source, "suggested_config", None) or {}),
+        # model id -> the settings measured to learn with that model (e.g. the real SmolLM2 on a CPU)
+        "model_suggestions": {m: dict(v) for m, v in (getattr(source, "model_suggestions", None) or {}).items()},
         "distribution": distribution,
     }
 
@@ -165,7 +167,8 @@ def get_program(name: str, **options: Any):
 
 def program_info(name: str) -> dict[str, Any]:
     """Name, title, description, agents, dataset_kind, example_fields, default_rewards, needs_corpus,
-    generates_examples, suggested_config and distribution (``cohort`` for a built-in) of `name`."""
+    generates_examples, suggested_config, model_suggestions and distribution (``cohort`` for a built-in)
+    of `name`."""
     if isinstance(name, str) and name in _BUILTINS:
         return _info(name, _BUILTINS[name], BUILTIN_DISTRIBUTION)
     plugin = _plugin(name) if isinstance(name, str) else None
@@ -173,7 +176,9 @@ def program_info(name: str) -> dict[str, Any]:
         raise _unknown(name)
     entry, distribution = plugin
     return {**entry.info, "default_rewards": [dict(r) for r in entry.info["default_rewards"]],
-            "suggested_config": dict(entry.info["suggested_config"]), "distribution": distribution}
+            "suggested_config": dict(entry.info["suggested_config"]),
+            "model_suggestions": {m: dict(v) for m, v in entry.info["model_suggestions"].items()},
+            "distribution": distribution}
 
 
 def list_programs() -> list[dict[str, Any]]:

@@ -29,7 +29,12 @@ BUILTIN_TASKS = [
      "local model to learn on a CPU in a minute; use it to try Cohort end to end."),
     ("toy_format", "toy_format", "Toy: repeat the word, end with a period",
      "Synthetic two-reward task generated in code: a format reward (end with a period) and a content "
-     "reward (the first word is the target). For comparing GRPO and GDPO on a CPU in minutes."),
+     "reward (the first word is the target). For comparing GRPO and GDPO on a CPU in minutes; with "
+     "builtin:smollm2-135m-instruct (its suggested settings) a real model learns both on a CPU."),
+    ("arith_format", "arith_format", "Arithmetic in a required answer format",
+     "Synthetic two-reward task generated in code for the real instruct model (builtin:smollm2-135m-instruct): "
+     "answer 'What is 7 + 5?' correctly (correctness) as exactly 'The answer is 12.' (format). The model "
+     "meets both partly from the start, the regime where GDPO expects its gain."),
 ]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from django import forms
 from django.db.models import Q
 
-from trainer.config import ConfigError, RunConfig, literal_choices
+from trainer.config import BUILTIN_MODELS, ConfigError, RunConfig, literal_choices
 from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.limits.services import limits_check_launch
@@ -182,6 +182,14 @@ class ProgramSelect(forms.Select):
         return option
 
 
+def model_choices() -> list[tuple[str, str]]:
+    """(model, what it is) the model field offers: the built-in models, then the allow-list's hub ids."""
+    from webapp.limits.models import AllowedModel
+
+    ids = AllowedModel.objects.filter(kind=AllowedModel.Kind.ID).order_by("value").values_list("value", flat=True)
+    return [*BUILTIN_MODELS.items(), *((value, "on this server's allow-list") for value in ids)]
+
+
 class RunLaunchForm(forms.Form):
     """Task, program, name, and every RunConfig field; `cleaned_data["config"]` is the RunConfig."""
 
@@ -205,6 +213,9 @@ class RunLaunchForm(forms.Form):
         program.widget.errors = unavailable
         for f in CONFIG_FIELDS:
             self.fields[f.name] = _form_field(f)
+        # Free text (any allowed hub id or folder), with the models this server knows offered as choices.
+        self.fields["model"].widget.attrs["list"] = "model-choices"
+        self.model_choices = model_choices()
 
     def grouped_fields(self) -> list[tuple[str, list[forms.BoundField], bool]]:
         """(title, bound fields, open) in form order, for the template's foldable fieldsets: the groups

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from webapp.runs import divergence, export, groups, inspect, present, series
 from webapp.runs.forms import RunLaunchForm
-from webapp.runs.launch import config_defaults, preset_choices
+from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam
 from webapp.runs.params import int_param as _int_param
@@ -51,13 +51,14 @@ def run_new(request):
     if task is None:
         return _render_launch(request, None, status=200)
     preset = request.GET.get("preset") or None
+    model = request.GET.get("model") or None
     try:
-        initial = config_defaults(task, preset=preset)
+        initial = config_defaults(task, preset=preset, model=model)
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect(f"{reverse('runs:new')}?task={task.pk}")
     initial.update(task=task, program=task.program.name)
-    return _render_launch(request, RunLaunchForm(initial=initial), preset=preset)
+    return _render_launch(request, RunLaunchForm(initial=initial, user=request.user), preset=preset, model=model)
 
 
 def _task_from_query(request) -> Task | None:
@@ -70,10 +71,13 @@ def _task_from_query(request) -> Task | None:
     return tasks.filter(name="toy").first() or tasks.first()
 
 
-def _render_launch(request, form, *, status: int = 200, preset: str | None = None):
+def _render_launch(request, form, *, status: int = 200, preset: str | None = None, model: str | None = None):
     task = form["task"].value() if form is not None else None
+    task_pk = str(getattr(task, "pk", task) or "")
+    task_obj = Task.objects.select_related("program").filter(pk=int(task_pk)).first() if task_pk.isdigit() else None
     return render(request, "runs/new.html", {
-        "form": form, "presets": preset_choices(), "preset": preset, "task_id": task,
+        "form": form, "presets": preset_choices(), "preset": preset, "task_id": task, "suggested_model": model,
+        "model_suggestions": model_suggestion_choices(task_obj) if task_obj else [],
     }, status=status)
 
 

@@ -29,7 +29,8 @@ CORPUS = str(SHARED_DATA / "hotpotqa" / "corpus.jsonl")
 
 def test_every_program_is_registered_with_its_description():
     builtins = [p for p in list_programs() if p["distribution"] == "cohort"]  # plugins add their own
-    assert {p["name"] for p in builtins} == {"toy", "toy_format", "banking77", "search", "hover", "toolcall", "math"}
+    assert {p["name"] for p in builtins} == {"toy", "toy_format", "arith_format", "banking77", "search", "hover", "toolcall",
+                                                "math"}
     for info in builtins:
         assert info["agents"] and info["title"] and info["default_rewards"]
         for reward in info["default_rewards"]:
@@ -38,7 +39,7 @@ def test_every_program_is_registered_with_its_description():
 
 
 def test_unknown_program_lists_the_known_ones():
-    with pytest.raises(ValueError, match="unknown program 'nope'; known programs: banking77, .*hover"):
+    with pytest.raises(ValueError, match="unknown program 'nope'; known programs: arith_format, banking77, .*hover"):
         get_program("nope")
 
 

@@ -34,11 +34,12 @@ def models_root(tmp_path, settings):
     return root
 
 
-def test_the_tiny_model_is_always_allowed_and_nothing_else_on_an_empty_list(owner):
+def test_the_built_in_models_are_always_allowed_and_nothing_else_on_an_empty_list(owner):
     assert model_refusal(owner, "builtin:tiny") is None
+    assert model_refusal(owner, "builtin:smollm2-135m-instruct") is None
     assert model_refusal(owner, "Qwen/Qwen2.5-0.5B-Instruct") == (
-        "Model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this server's allow-list (allowed: only builtin:tiny). "
-        "Ask an admin to add it.")
+        "Model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this server's allow-list (allowed: only the built-in "
+        "models, builtin:tiny, builtin:smollm2-135m-instruct). Ask an admin to add it.")
 
 
 def test_hub_ids_exact_or_by_prefix(owner, settings):

@@ -22,9 +22,11 @@ def toy_task():
     return Task.objects.get(name="toy")
 
 
-def launch_data(start_task, **changes) -> dict:
-    """What a browser posts when the user keeps the form's defaults, with `changes` typed in."""
-    form = RunLaunchForm(initial={**config_defaults(start_task), "task": start_task, "program": start_task.program.name})
+def launch_data(start_task, suggested_for=None, **changes) -> dict:
+    """What a browser posts when the user keeps the form's defaults (those the program suggests for the
+    model `suggested_for`, if given), with `changes` typed in."""
+    form = RunLaunchForm(initial={**config_defaults(start_task, model=suggested_for), "task": start_task,
+                                  "program": start_task.program.name})
     data = {}
     for name, field in form.fields.items():
         value = field.prepare_value(form[name].value())
@@ -57,6 +59,31 @@ def test_the_form_starts_from_the_task_and_a_preset_is_one_click_away(client, ow
     assert f'href="?task={toy_task.pk}&amp;preset=mhgpo-rr"' in page
     preset = client.get(reverse("runs:new"), {"task": toy_task.pk, "preset": "mhgpo-rr"}).content.decode()
     assert 'value="0.7, 0.1, 0.2"' in preset and 'value="mhgpo" selected' in preset
+
+
+def test_the_real_model_is_offered_with_the_settings_measured_for_it(client, owner, toy_task):
+    from trainer.config import SMOLLM2_MODEL
+    from webapp.limits.models import AllowedModel
+
+    AllowedModel.objects.create(kind=AllowedModel.Kind.ID, value="Qwen/Qwen2.5-0.5B-Instruct")
+    client.force_login(owner)
+    page = client.get(reverse("runs:new"), {"task": toy_task.pk}).content.decode()
+    choices = re.search(r'<datalist id="model-choices">(.*?)</datalist>', page, re.S).group(1)
+    assert re.findall(r'<option value="([^"]+)"', choices) == ["builtin:tiny", SMOLLM2_MODEL, "Qwen/Qwen2.5-0.5B-Instruct"]
+    assert 'list="model-choices"' in page
+    toy_format = Task.objects.get(name="toy_format")
+    page = client.get(reverse("runs:new"), {"task": toy_format.pk}).content.decode()
+    assert f'href="?task={toy_format.pk}&amp;model=builtin%3Asmollm2-135m-instruct"' in page
+    page = client.get(reverse("runs:new"), {"task": toy_format.pk, "model": SMOLLM2_MODEL}).content.decode()
+    assert f'name="model" value="{SMOLLM2_MODEL}"' in page and 'name="max_new_tokens" value="24"' in page
+    assert 'name="learning_rate" value="0.0002"' in page and 'name="temperature" value="1.0"' in page
+    response = client.post(reverse("runs:new"), launch_data(toy_format, suggested_for=SMOLLM2_MODEL, steps=2))
+    assert response.status_code == 302
+    assert Run.objects.get().config["model"] == SMOLLM2_MODEL
+    arith = Task.objects.get(name="arith_format")  # a task for the real model: it is the default there
+    assert f'name="model" value="{SMOLLM2_MODEL}"' in client.get(reverse("runs:new"), {"task": arith.pk}).content.decode()
+    response = client.get(reverse("runs:new"), {"task": toy_format.pk, "model": "gpt2"}, follow=True)
+    assert "no suggested settings for model &#x27;gpt2&#x27;" in response.content.decode()
 
 
 def test_an_unknown_preset_goes_back_to_the_form_with_a_message(client, owner, toy_task):

