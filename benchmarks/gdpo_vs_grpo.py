@@ -1,16 +1,19 @@
-"""GRPO against GDPO on the two-reward toy task (issue 14, item 3), through Cohort's own trainer.
+"""GRPO against GDPO on a two-reward task (issue 14, item 3; issue 23, item 5), through Cohort's own trainer.
 
-Every run is `python -m trainer train` on the `toy_format` program (trainer/programs/toy_format.py:
-a format reward, "ends with a period", and a content reward, "the first word is the target") with the
-program's suggested settings; the runs differ only in `estimator` and `seed`. For each run the
+Every run is `python -m trainer train` on one program with its suggested settings, by default
+`toy_format` (trainer/programs/toy_format.py: a format reward, "ends with a period", and a content
+reward, "the first word is the target", on the tiny model); `--program arith_format` runs the real
+SmolLM2 on short arithmetic in a required format, where the model meets both rewards partly from the
+start (trainer/programs/arith_format.py). The runs differ only in `estimator` and `seed`. For each run the
 table gives the mean of each reward over the last 20 % of steps (the final rewards), the mean over
-all steps (how early it rose), the mean logged advantage resolution (`adv_resolution`: distinct
+all steps (how early it rose), the rise (mean of the last 5 steps minus the first 5), the mean
+logged advantage resolution (`adv_resolution`: distinct
 advantages / distinct reward vectors per group, GDPO Section 2) and the wall time; per estimator
 the mean and std across seeds; per reward whether the GDPO - GRPO difference of means exceeds the
 seed-to-seed spread (the pooled std of the two estimators' seeds), with Welch's t beside it.
 
     nice -n 10 .venv/bin/python benchmarks/gdpo_vs_grpo.py [--seeds 0 1 2 3 4] [--steps 150] \
-        [--out benchmarks/out/gdpo_vs_grpo.json]
+        [--program arith_format] [--parallel 2] [--out benchmarks/out/gdpo_vs_grpo.json]
     .venv/bin/python benchmarks/gdpo_vs_grpo.py --dashboard [--owner admin]
 
 `--dashboard` trains nothing here: it queues the same runs with `manage.py launch_run` against the
@@ -37,38 +40,57 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from trainer.config import SMOLLM2_MODEL  # noqa: E402
 from trainer.programs import program_info  # noqa: E402
 from trainer.reporting import read_events  # noqa: E402
 
 PROGRAM = "toy_format"
 ESTIMATORS = ("grpo", "gdpo")
 TAIL = 0.2  # the final rewards: the last 20 % of steps
+RISE_WINDOW = 5  # the rise: the mean of the last 5 steps minus that of the first 5
+KINDS = ("final", "all_steps", "rise")
 COMPARE_MAX_RUNS = 8  # webapp/runs/views.py: the Compare page overlays at most this many runs
 
 
-def run_config(estimator: str, seed: int, steps: int | None) -> dict[str, Any]:
+def run_config(estimator: str, seed: int, steps: int | None, program: str = PROGRAM) -> dict[str, Any]:
     """The program's suggested config with `estimator` and `seed`; no evaluation or checkpoints
     (they cost time and neither enters the table)."""
-    config = {**program_info(PROGRAM)["suggested_config"], "program": PROGRAM, "estimator": estimator,
+    config = {**program_info(program)["suggested_config"], "program": program, "estimator": estimator,
               "seed": seed, "eval_every": 0, "checkpoint_every": 0}
     if steps is not None:
         config["steps"] = steps
     return config
 
 
-def reward_names() -> list[str]:
-    return [r["name"] for r in program_info(PROGRAM)["suggested_config"]["rewards"]]
+def reward_names(program: str = PROGRAM) -> list[str]:
+    return [r["name"] for r in program_info(program)["suggested_config"]["rewards"]]
 
 
-def train_one(estimator: str, seed: int, steps: int | None, work: Path, threads: int) -> dict[str, Any]:
+def shared_model_cache(work: Path) -> Path:
+    """The runs' model cache: the tiny models are built there per program, the real SmolLM2 is the
+    user's already built one, linked in (building it costs about 30 s)."""
+    from trainer.models import ensure_smollm2
+
+    cache = work / "models"
+    cache.mkdir(parents=True, exist_ok=True)
+    link = cache / SMOLLM2_MODEL.removeprefix("builtin:")
+    if not link.exists():
+        link.symlink_to(ensure_smollm2(), target_is_directory=True)
+    return cache
+
+
+def train_one(estimator: str, seed: int, steps: int | None, work: Path, threads: int,
+              program: str = PROGRAM) -> dict[str, Any]:
     """Trains one run in a subprocess; its per-step metrics and wall time (start-up included)."""
     run_dir = work / f"{estimator}-seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir.with_suffix(".json")
-    config_path.write_text(json.dumps(run_config(estimator, seed, steps)))
+    config = run_config(estimator, seed, steps, program)
+    config_path.write_text(json.dumps(config))
     # One thread: the tiny model's ops are too small to gain from more, and the machine is shared.
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "COHORT_MODEL_CACHE": str(work / "models")}
+           "COHORT_MODEL_CACHE": str(shared_model_cache(work) if config.get("model") == SMOLLM2_MODEL
+                                     else work / "models")}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config_path),
                            "--run-dir", str(run_dir), "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -90,17 +112,23 @@ def _std(values: list[float]) -> float:
 
 
 def summarise_run(metrics: list[dict[str, Any]], names: list[str], tail: float = TAIL) -> dict[str, Any]:
-    """Per reward the mean over the last `tail` share of steps (at least one) and over all steps;
-    the mean advantage resolution.
+    """Per reward the mean over the last `tail` share of steps (at least one), over all steps, and
+    its rise (the last `RISE_WINDOW` steps' mean minus the first's); the mean advantage resolution.
 
     >>> m = [{"reward/a": 0.0, "adv_resolution": 1.0}] * 8 + [{"reward/a": 1.0, "adv_resolution": 0.5}] * 2
     >>> summarise_run(m, ["a"])
-    {'final': {'a': 1.0}, 'all_steps': {'a': 0.2}, 'adv_resolution': 0.9}
+    {'final': {'a': 1.0}, 'all_steps': {'a': 0.2}, 'rise': {'a': 0.4}, 'adv_resolution': 0.9}
     """
     last = metrics[-max(1, round(len(metrics) * tail)):] if metrics else []
+
+    def rise(name: str) -> float:
+        values = [m.get(f"reward/{name}") for m in metrics]
+        return _mean(values[-RISE_WINDOW:]) - _mean(values[:RISE_WINDOW])
+
     return {
         "final": {n: _mean([m.get(f"reward/{n}") for m in last]) for n in names},
         "all_steps": {n: _mean([m.get(f"reward/{n}") for m in metrics]) for n in names},
+        "rise": {n: rise(n) for n in names},
         "adv_resolution": _mean([m.get("adv_resolution") for m in metrics]),
     }
 
@@ -133,7 +161,7 @@ def summarise(runs: list[dict[str, Any]], names: list[str], tail: float = TAIL) 
         per_estimator[est] = {
             "seeds": [r["seed"] for r in mine],
             **{kind: {n: {"mean": _mean([r[kind][n] for r in mine]), "std": _std([r[kind][n] for r in mine])}
-                      for n in names} for kind in ("final", "all_steps")},
+                      for n in names} for kind in KINDS},
             "adv_resolution": {"mean": _mean([r["adv_resolution"] for r in mine]),
                                "std": _std([r["adv_resolution"] for r in mine])},
             "wall_s": {"mean": _mean([r["wall_s"] for r in mine]), "total": sum(r["wall_s"] for r in mine)},
@@ -143,7 +171,7 @@ def summarise(runs: list[dict[str, Any]], names: list[str], tail: float = TAIL) 
         first, last = estimators[0], estimators[-1]
         comparison = {f"{kind}/{n}": compare([r[kind][n] for r in rows if r["estimator"] == first],
                                              [r[kind][n] for r in rows if r["estimator"] == last])
-                      for kind in ("final", "all_steps") for n in names}
+                      for kind in KINDS for n in names}
         comparison["baseline"], comparison["other"] = first, last
     return {"runs": rows, "per_estimator": per_estimator, "comparison": comparison, "tail": tail}
 
@@ -151,19 +179,20 @@ def summarise(runs: list[dict[str, Any]], names: list[str], tail: float = TAIL) 
 def format_table(summary: dict[str, Any], names: list[str]) -> str:
     """The summary as plain text: one line per run, then per estimator, then the comparison."""
     width = max(12, *(len(n) + 2 for n in names))
-    head = (f"{'estimator':9s} {'seed':>4s} " + " ".join(f"{'fin ' + n:>{width + 4}s}" for n in names)
-            + " " + " ".join(f"{'all ' + n:>{width + 4}s}" for n in names) + f" {'adv_res':>8s} {'wall_s':>7s}")
-    lines = [f"final = mean over the last {summary['tail']:.0%} of steps; all = mean over all steps", head]
+    labels = {"final": "fin", "all_steps": "all", "rise": "rise"}
+    head = (f"{'estimator':9s} {'seed':>4s} "
+            + " ".join(f"{labels[k] + ' ' + n:>{width + 5}s}" for k in KINDS for n in names)
+            + f" {'adv_res':>8s} {'wall_s':>7s}")
+    lines = [f"final = mean over the last {summary['tail']:.0%} of steps; all = mean over all steps; "
+             f"rise = mean of the last {RISE_WINDOW} steps - mean of the first {RISE_WINDOW}", head]
     for r in summary["runs"]:
-        lines.append(f"{r['estimator']:9s} {r['seed']:>4d} " + " ".join(f"{r['final'][n]:>{width + 4}.3f}" for n in names)
-                     + " " + " ".join(f"{r['all_steps'][n]:>{width + 4}.3f}" for n in names)
+        lines.append(f"{r['estimator']:9s} {r['seed']:>4d} "
+                     + " ".join(f"{r[k][n]:>{width + 5}.3f}" for k in KINDS for n in names)
                      + f" {r['adv_resolution']:>8.4f} {r['wall_s']:>7.1f}")
     lines.append("")
     for est, s in summary["per_estimator"].items():
-        cells = " ".join(f"{s['final'][n]['mean']:.3f} +- {s['final'][n]['std']:.3f}".rjust(width + 4) for n in names)
-        cells_all = " ".join(f"{s['all_steps'][n]['mean']:.3f} +- {s['all_steps'][n]['std']:.3f}".rjust(width + 4)
-                             for n in names)
-        lines.append(f"{est:9s} {'mean':>4s} {cells} {cells_all} {s['adv_resolution']['mean']:>8.4f} "
+        cells = " ".join(f"{s[k][n]['mean']:.3f} +- {s[k][n]['std']:.3f}".rjust(width + 5) for k in KINDS for n in names)
+        lines.append(f"{est:9s} {'mean':>4s} {cells} {s['adv_resolution']['mean']:>8.4f} "
                      f"{s['wall_s']['mean']:>7.1f}   ({len(s['seeds'])} seeds, {s['wall_s']['total']:.0f} s in all)")
     comparison = summary["comparison"]
     if comparison:
@@ -230,6 +259,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "gdpo_vs_grpo.json")
     parser.add_argument("--work-dir", type=Path, default=None, help="run folders (default: a temporary folder)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--program", default=PROGRAM, help="the two-reward program (e.g. arith_format)")
+    parser.add_argument("--parallel", type=int, default=1, help="runs trained at once (one per core)")
     parser.add_argument("--dashboard", action="store_true", help="queue the runs with launch_run instead")
     parser.add_argument("--owner", default=os.environ.get("COHORT_ADMIN_USER", "admin"))
     parser.add_argument("--task", default=PROGRAM, help="the task of the dashboard runs")
@@ -238,7 +269,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    names = reward_names()
+    names = reward_names(args.program)
     if args.dashboard:
         launched = launch_dashboard(args.seeds, args.steps, args.owner, args.task)
         base_url = os.environ.get("COHORT_BASE_URL", "http://localhost:8000")
@@ -246,20 +277,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"compare: {url}")
         return 0
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="gdpo-vs-grpo-"))
-    runs, started = [], time.perf_counter()
-    for seed in args.seeds:
-        for estimator in ESTIMATORS:
-            run = train_one(estimator, seed, args.steps, work, args.threads)
-            print(f"{estimator} seed {seed}: {len(run['metrics'])} steps in {run['wall_s']:.1f} s", flush=True)
-            runs.append(run)
+    started = time.perf_counter()
+
+    def one(estimator_seed: tuple[str, int]) -> dict[str, Any]:
+        estimator, seed = estimator_seed
+        run = train_one(estimator, seed, args.steps, work, args.threads, args.program)
+        print(f"{estimator} seed {seed}: {len(run['metrics'])} steps in {run['wall_s']:.1f} s", flush=True)
+        return run
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:  # each run is its own process
+        runs = list(pool.map(one, [(estimator, seed) for seed in args.seeds for estimator in ESTIMATORS]))
     total = time.perf_counter() - started
     summary = summarise(runs, names)
     print()
     print(format_table(summary, names))
     print(f"\n{len(runs)} runs in {total:.0f} s ({total / 60:.1f} min); run folders in {work}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    config = run_config(ESTIMATORS[0], args.seeds[0], args.steps)
-    result = {"program": PROGRAM, "rewards": names, "config": config, "total_s": total, **summary}
+    config = run_config(ESTIMATORS[0], args.seeds[0], args.steps, args.program)
+    result = {"program": args.program, "parallel": args.parallel, "rewards": names, "config": config, "total_s": total, **summary}
     args.out.write_text(json.dumps(_finite(result), indent=2, allow_nan=False))
     print(f"results in {args.out}")
     return 0

@@ -23,6 +23,10 @@ old-log-prob pass costs (0 here) and how many log-prob forward passes each side 
 CPU, tiny model (about 30 s):
     .venv/bin/python benchmarks/trl_step.py --prompts 4 --group-size 8 --max-new-tokens 16 --steps 40 --warmup 3
 
+CPU, the real SmolLM2-135M-Instruct (about 5 minutes):
+    .venv/bin/python benchmarks/trl_step.py --model builtin:smollm2-135m-instruct --prompts 4 --group-size 8 \
+        --max-new-tokens 24 --micro-batch-size 16 --steps 6 --warmup 1 --threads 0
+
 GPU, Qwen2.5-1.5B shape in bf16 at the GDPO tool-calling shape (4 rollouts, ~300-token prompts,
 1,024 new tokens; random weights rarely emit EOS, so completions run to full length; on CUDA TRL's
 fused LM head already scores only completion positions, so --trl-head changes nothing there):
@@ -52,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
-from trainer.config import LORA_TARGETS, RunConfig  # noqa: E402
+from trainer.config import LORA_TARGETS, SMOLLM2_MODEL, RunConfig  # noqa: E402
 from trainer.programs.toolcall import DEFAULT_SYSTEM  # noqa: E402
 from trainer.programs.toy import ToyEcho  # noqa: E402
 from trainer.prompts import chat_messages, encode_prompt  # noqa: E402
@@ -89,6 +93,8 @@ def parse_args() -> argparse.Namespace:
                         "prompt and completion position elsewhere. 'compact' (default) gives it the CUDA behaviour "
                         "on a CPU too, so a CPU run is not slowed by a CPU-only fallback; 'stock' leaves TRL as is")
     p.add_argument("--model-dir", default=None, help="where to build / reuse the model folder")
+    p.add_argument("--model", default=None, choices=(SMOLLM2_MODEL,),
+                   help="a built-in real model instead of the tiny one or a --shape (built once into the model cache)")
     args = p.parse_args()
     total = args.prompts * args.group_size
     if total % args.micro_batch_size:
@@ -101,6 +107,10 @@ def parse_args() -> argparse.Namespace:
 # --- the shared model, prompts and reward ---------------------------------------------------------
 def build_model(args: argparse.Namespace) -> Path:
     dtype = getattr(torch, args.dtype)
+    if args.model == SMOLLM2_MODEL:
+        from trainer.models import ensure_smollm2
+
+        return ensure_smollm2()
     if args.shape is None:
         from trainer.models import build_tiny_model
 
@@ -367,7 +377,7 @@ def main() -> None:
     import transformers
     import trl
 
-    setup = (f"model {args.shape or 'tiny llama'} at {model_path}: {n_params / 1e6:.2f}M params, LoRA "
+    setup = (f"model {args.model or args.shape or 'tiny llama'} at {model_path}: {n_params / 1e6:.2f}M params, LoRA "
              f"{n_lora / 1e6:.3f}M (TRL {n_lora_trl / 1e6:.3f}M), {args.dtype} on {args.device}, gradient "
              f"checkpointing {'on' if args.gradient_checkpointing else 'off'}, "
              f"torch threads {torch.get_num_threads()}, TRL LM head {args.trl_head}")

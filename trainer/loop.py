@@ -185,7 +185,7 @@ class Trainer:
             learning_rate=c.learning_rate, weight_decay=c.weight_decay, eps_low=c.clip_eps_low,
             eps_high=c.clip_eps_high, beta=c.kl_beta, aggregation=c.loss_aggregation, temperature=c.temperature,
             micro_batch_size=c.micro_batch_size, num_iterations=c.ppo_epochs, max_grad_norm=c.max_grad_norm,
-            scheduler="cosine" if c.lr_scheduler == "cosine" else "constant", warmup_steps=c.warmup_steps,
+            scheduler=c.lr_scheduler, warmup_steps=c.warmup_steps,
             total_steps=total_updates, max_context_length=c.max_context_length, seed=c.seed,
             dr_grpo_max_len=c.max_new_tokens, importance_sampling_correction=c.importance_sampling_correction,
             importance_sampling_cap=c.importance_sampling_cap, sampler_is_policy=c.backend == "hf",

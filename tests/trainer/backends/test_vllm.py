@@ -30,3 +30,13 @@ def test_unknown_backend_name_is_a_value_error():
 
     with pytest.raises(ValueError, match="unknown sampling backend 'sglang'.*'hf'.*'vllm'"):
         get_backend("sglang")
+
+
+def test_the_engine_gets_the_smallest_lora_rank_vllm_accepts():
+    import doctest
+
+    import trainer.backends.vllm as module
+
+    assert doctest.testmod(module).failed == 0
+    with pytest.raises(ValueError, match="above vLLM's largest LoRA rank"):
+        module.engine_lora_rank(513)
