@@ -1,5 +1,6 @@
 # One image for web and workers. On a GPU host `pip install torch==2.13.0` takes the CUDA build
-# from PyPI; pass --build-arg EXTRAS=train,dspy,vllm for the vLLM sampling backend.
+# from PyPI; pass --build-arg EXTRAS=train,dspy,vllm for the vLLM sampling backend. vLLM compiles
+# Triton kernels when its engine starts, which needs a C compiler: python:3.11-slim has none.
 # Your own programs and rewards (plugins, README "Train your own program") go in with
 # --build-arg PLUGINS="your-package==1.0" (anything pip installs: a name, a git URL, ./examples/...).
 FROM python:3.11-slim
@@ -9,6 +10,9 @@ ARG EXTRAS=train,dspy
 ARG PLUGINS=""
 WORKDIR /app
 
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 RUN pip install torch==2.13.0
 COPY pyproject.toml README.md ./
 COPY webapp ./webapp
@@ -24,6 +28,10 @@ COPY static ./static
 RUN DJANGO_ENV=production SECRET_KEY=build-only-not-a-secret-build-only-not-a-secret-xx \
     ALLOWED_HOSTS=build python manage.py collectstatic --noinput
 
-RUN useradd --create-home cohort && mkdir -p /data/runs && chown cohort /data/runs
+# The run folders and the model cache (HF_HOME of every run: hub downloads, the built-in models)
+# belong to the image's user; a fresh named volume mounted there takes this ownership.
+RUN useradd --create-home cohort && mkdir -p /data/runs /data/hf && chown cohort:cohort /data/runs /data/hf
+ENV COHORT_RUNS_DIR=/data/runs COHORT_MODEL_CACHE=/data/hf HF_HOME=/data/hf
+VOLUME ["/data/runs", "/data/hf"]
 USER cohort
 EXPOSE 8000
