@@ -194,11 +194,29 @@ class Trainer:
     def _make_backend(self, model_path: str):
         from trainer.backends import get_backend
 
-        if self.config.backend == "vllm":
-            dtype = str(resolve_dtype(self.config, self.device)).removeprefix("torch.")
-            return get_backend("vllm", model_path=model_path, tokenizer=self.tokenizer, max_lora_rank=self.config.lora_r,
-                               seed=self.config.seed, dtype=dtype)
-        return get_backend("hf", model=self.model, tokenizer=self.tokenizer)
+        c = self.config
+        if c.backend == "vllm":
+            dtype = str(resolve_dtype(c, self.device)).removeprefix("torch.")
+            try:
+                return get_backend("vllm", model_path=model_path, tokenizer=self.tokenizer, max_lora_rank=c.lora_r,
+                                   seed=c.seed, dtype=dtype, gpu_memory_utilization=c.vllm_gpu_memory_utilization,
+                                   max_model_len=self._engine_max_model_len(), enable_sleep_mode=c.vllm_enable_sleep_mode)
+            except ValueError as exc:
+                if "sleep mode" in str(exc):
+                    raise ConfigError("vllm_enable_sleep_mode", str(exc)) from None
+                raise
+        from trainer.backends.hf import default_generate_rows
+
+        rows = c.hf_generate_rows or default_generate_rows(self.model, c.max_new_tokens)
+        return get_backend("hf", model=self.model, tokenizer=self.tokenizer, batch_size=rows)
+
+    def _engine_max_model_len(self) -> int:
+        """vllm_max_model_len, else max_context_length within the model's own positions."""
+        c = self.config
+        if c.vllm_max_model_len:
+            return c.vllm_max_model_len
+        positions = getattr(self.model.get_base_model().config, "max_position_embeddings", None)
+        return min(c.max_context_length, positions or c.max_context_length)
 
     # --- sampling --------------------------------------------------------------------------------
     def _generate_fn(self, step: int, *, temperature: float | None = None):
@@ -279,6 +297,9 @@ class Trainer:
         assign_advantages(groups, advantages)
         batch = self._policy_examples(groups, set(by_id))
         # Every rank joins the update when the whole batch has calls, even with none of its own.
+        sleep = getattr(self.backend, "sleep", None)
+        if sleep is not None:
+            sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
         update_stats = self.updater.update(batch) if any(g.members for g in groups) else {}
         if self.config.backend == "vllm" and batch:
             self._publish_adapter()

@@ -54,3 +54,17 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
         assert math.isfinite(metrics["loss"]) and 0 <= metrics["reward/regex_match"] <= 1
     # the engine sampled with the adapter the trainer had just saved, never a stale one
     assert sorted(p.name for p in (tmp_path / "run" / "adapters").iterdir()) == ["v1", "v2"]
+
+
+def test_sleep_mode_on_an_engine_without_it_is_refused_beside_its_field_before_the_engine_starts(tmp_path, smollm2_dir):
+    from vllm.platforms import current_platform
+
+    from trainer.config import ConfigError
+    from trainer.loop import Trainer
+
+    if current_platform.is_sleep_mode_available():
+        pytest.skip("this engine has sleep mode (CUDA)")
+    with pytest.raises(ConfigError, match="no sleep mode .*turn vllm_enable_sleep_mode off") as info:
+        Trainer(vllm_config(vllm_enable_sleep_mode=True), tmp_path / "run", ListReporter(),
+                model_cache_dir=smollm2_dir.parent)
+    assert info.value.field == "vllm_enable_sleep_mode"

@@ -65,6 +65,30 @@ def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
     return list(dict.fromkeys(int(i) for i in ids if i is not None))
 
 
+# A generate call's KV cache is kept within this (RunConfig.hf_generate_rows = 0), and prompts are
+# assumed to take at most PROMPT_ALLOWANCE tokens next to max_new_tokens.
+KV_CACHE_BUDGET_BYTES = 2 << 30
+PROMPT_ALLOWANCE = 1024
+MAX_GENERATE_ROWS = 256
+
+
+def default_generate_rows(model: Any, max_new_tokens: int, *, budget_bytes: int = KV_CACHE_BUDGET_BYTES) -> int:
+    """Rows per generate call whose KV cache fits `budget_bytes`: one row of T tokens caches
+    2 (keys, values) x layers x KV heads x head size x T values of the weights' dtype.
+
+    SmolLM2-135M in float32 (30 layers, 3 KV heads of 64) with 24 new tokens: 2 x 30 x 3 x 64 x 1,048
+    x 4 bytes = 48 MB a row, so 44 rows in 2 GiB.
+    """
+    config = model.get_base_model().config if hasattr(model, "get_base_model") else model.config
+    config = getattr(config, "get_text_config", lambda: config)()
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    element = next(model.parameters()).element_size()
+    per_row = 2 * config.num_hidden_layers * kv_heads * head_dim * (PROMPT_ALLOWANCE + max_new_tokens) * element
+    return int(max(1, min(MAX_GENERATE_ROWS, budget_bytes // per_row)))
+
+
 class HFBackend:
     """`SamplingBackend` over `model.generate`; `batch_size` rows (prompt x sample) per generate call."""
 

@@ -90,6 +90,10 @@ class VLLMBackend:
         from vllm.platforms import current_platform
 
         self.on_cpu = current_platform.is_cpu()
+        self.sleeps = bool(llm_kwargs.get("enable_sleep_mode"))
+        if self.sleeps and not current_platform.is_sleep_mode_available():
+            raise ValueError("vLLM's engine on this machine has no sleep mode (vLLM: \"Sleep mode is not "
+                             "supported on current platform\"; it needs CUDA): turn vllm_enable_sleep_mode off.")
         if self.on_cpu:
             # The CPU engine reads no GPU memory fraction; its KV cache is a number of bytes.
             llm_kwargs.setdefault("kv_cache_memory_bytes", DEFAULT_CPU_KV_CACHE_BYTES)
@@ -105,6 +109,8 @@ class VLLMBackend:
             logprobs_mode=logprobs_mode,
             **llm_kwargs,
         )
+        self.max_model_len = self._llm.llm_engine.model_config.max_model_len
+        self._asleep = False
         self._lora_request: Any = None  # None: sample from the base model
         self._used_ids: set[int] = set()
 
@@ -124,6 +130,18 @@ class VLLMBackend:
         path = str(Path(adapter_path).resolve())
         self._lora_request = self._lora_request_cls(f"cohort-v{lora_id}", lora_id, path)
 
+    def sleep(self) -> None:
+        """With sleep mode on, frees the engine's KV cache and offloads its weights (level 1) so the
+        policy update has the GPU; the next `generate` wakes it. Otherwise nothing to do."""
+        if self.sleeps and not self._asleep:
+            self._llm.sleep(level=1)
+            self._asleep = True
+
+    def _wake(self) -> None:
+        if self._asleep:
+            self._llm.wake_up()
+            self._asleep = False
+
     def close(self) -> None:
         """Stops the engine core process now (it would otherwise live until garbage collection)."""
         llm, self._llm = getattr(self, "_llm", None), None
@@ -142,6 +160,14 @@ class VLLMBackend:
         seed: int = 0,
     ) -> list[list[Sample]]:
         validate_request(prompts, n, temperature, top_p, max_new_tokens)
+        token_prompts = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
+        longest = max((len(p["prompt_token_ids"]) for p in token_prompts), default=0)
+        if longest + max_new_tokens > self.max_model_len:
+            # vLLM would cut such completions short without a word; the run must know.
+            raise ValueError(f"a prompt of {longest} tokens plus max_new_tokens ({max_new_tokens}) does not fit the "
+                             f"engine's max_model_len ({self.max_model_len}): raise vllm_max_model_len (and "
+                             "max_context_length) or shorten the prompts.")
+        self._wake()
         params = [
             self._vllm.SamplingParams(
                 n=n,
@@ -154,7 +180,6 @@ class VLLMBackend:
             )
             for i in range(len(prompts))
         ]
-        token_prompts = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
         outputs = self._llm.generate(token_prompts, params, lora_request=self._lora_request, use_tqdm=False)
         result = []
         for request in outputs:

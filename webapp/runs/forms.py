@@ -35,6 +35,7 @@ GROUP_TITLES = {
     "optim": "Optimization",
     "lora": "LoRA adapter",
     "sampling": "Sampling",
+    "engine": "Sampling engine (vLLM, hf)",
     "model": "Model and backend",
     "eval": "Evaluation, checkpoints, seed",
 }
@@ -154,6 +155,8 @@ def _form_field(f: dataclasses.Field) -> forms.Field:
         return CommaListField(item=str, help_text=help_text)
     if annotation == "dict[str, int]":
         return CountsField(help_text=help_text)
+    if annotation == "int | None":  # optional: left empty means None
+        return forms.IntegerField(required=False, help_text=help_text)
     if annotation == "float | None":  # optional: left empty means None
         return forms.FloatField(required=False, help_text=help_text)
     if annotation == "str | None":  # optional: left empty means None

@@ -136,3 +136,24 @@ def test_sampling_stops_where_the_model_ends_a_turn_when_its_tokenizer_names_ano
     assert sample.finish_reason == "stop"
     assert sample.token_ids[-1] == 2 and not {1, 2} & set(sample.token_ids[:-1])
     assert "12" in sample.text and "assistant" not in sample.text
+
+
+def test_rows_per_generate_call_are_derived_from_the_kv_cache_a_row_needs(smollm2_dir, tiny_model_path):
+    from transformers import AutoModelForCausalLM
+
+    from trainer.backends.hf import MAX_GENERATE_ROWS, default_generate_rows
+
+    smol = AutoModelForCausalLM.from_pretrained(smollm2_dir)
+    assert default_generate_rows(smol, 24) == 44  # 48 MB of float32 keys and values a row, in 2 GiB
+    assert default_generate_rows(smol, 1024) < default_generate_rows(smol, 24)
+    assert default_generate_rows(AutoModelForCausalLM.from_pretrained(tiny_model_path), 24) == MAX_GENERATE_ROWS
+
+
+def test_a_run_samples_with_the_rows_it_asks_for(tmp_path):
+    from tests.trainer.test_loop import ListReporter, toy_config
+    from trainer.loop import Trainer
+
+    trainer = Trainer(toy_config(hf_generate_rows=3), tmp_path / "run", ListReporter(), model_cache_dir=tmp_path / "m")
+    assert trainer.backend.batch_size == 3
+    trainer = Trainer(toy_config(), tmp_path / "run2", ListReporter(), model_cache_dir=tmp_path / "m")
+    assert trainer.backend.batch_size == 256  # derived: the tiny model's cache is small

@@ -190,3 +190,12 @@ def test_sleep_mode_frees_and_restores_the_engine(smollm2_dir):
         assert "12" in sample.text
     finally:
         backend.close()
+
+
+def test_a_prompt_that_leaves_no_room_for_the_completion_is_refused_not_cut(engine):
+    prompt_tokens = len(engine.tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False))
+    assert engine.max_model_len == 8192  # SmolLM2's positions
+    with pytest.raises(ValueError, match="plus max_new_tokens .* does not fit the engine's max_model_len .8192.*"
+                                         "vllm_max_model_len"):
+        engine.generate([QUESTION], 1, max_new_tokens=engine.max_model_len - 5)
+    assert prompt_tokens > 5

@@ -86,6 +86,20 @@ def test_the_real_model_is_offered_with_the_settings_measured_for_it(client, own
     assert "no suggested settings for model &#x27;gpt2&#x27;" in response.content.decode()
 
 
+def test_the_engine_knobs_sit_in_a_folded_group_and_are_refused_beside_their_field(client, owner, toy_task):
+    client.force_login(owner)
+    page = client.get(reverse("runs:new"), {"task": toy_task.pk}).content.decode()
+    group = re.search(r'<details class="card group">\s*<summary>Sampling engine \(vLLM, hf\)</summary>(.*?)</details>',
+                      page, re.S).group(1)
+    for name in ("vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_enable_sleep_mode", "hf_generate_rows"):
+        assert f'id="field-{name}"' in group
+    response = client.post(reverse("runs:new"), launch_data(toy_task, vllm_enable_sleep_mode="on"))
+    assert response.status_code == 400
+    assert re.search(r'id="error-vllm_enable_sleep_mode"><li>sleep mode is a vLLM engine option',
+                     response.content.decode())
+    assert not Run.objects.exists()
+
+
 def test_an_unknown_preset_goes_back_to_the_form_with_a_message(client, owner, toy_task):
     client.force_login(owner)
     response = client.get(reverse("runs:new"), {"task": toy_task.pk, "preset": "nope"}, follow=True)
