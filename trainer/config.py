@@ -178,12 +178,17 @@ class RunConfig:
         "How token losses are averaged: 'token' over all tokens of the batch (DAPO), 'sequence' "
         "per completion then over completions (GRPO Eq. 1), 'dr_grpo' by a constant.", "optim"))
     micro_batch_size: int = field(default=8, metadata=_meta(
-        "Completions per forward/backward pass (memory knob; does not change the math).", "optim"))
-    gradient_accumulation_steps: int = field(default=1, metadata=_meta(
-        "Micro-batches accumulated per optimizer step.", "optim"))
+        "Completions per forward/backward pass on each process (TRL's per_device_train_batch_size; a "
+        "memory knob that does not change the math).", "optim"))
+    gradient_accumulation_steps: int = field(default=0, metadata=_meta(
+        "Micro-batches per optimizer step (TRL's meaning): one optimizer step sees micro_batch_size x "
+        "gradient_accumulation_steps x num_processes completions, so a step's batch of B x R completions "
+        "takes several optimizer steps (GDPO: 4-8). 0: the whole batch, one optimizer step per epoch.", "optim"))
     max_grad_norm: float = field(default=1.0, metadata=_meta("Gradient-norm clipping threshold.", "optim"))
     ppo_epochs: int = field(default=1, metadata=_meta(
-        "Passes over a step's rollouts (more than 1 makes the clipping bite).", "optim"))
+        "Passes over a step's rollouts (GRPO's mu, TRL's num_iterations); multiplies the optimizer steps "
+        "of a step. Old log-probs come from before the first optimizer step, so from the second one on "
+        "the clip bites.", "optim"))
     importance_sampling_correction: bool = field(default=True, metadata=_meta(
         "Where the sampler reports its log-probs (vLLM), weight each token's loss by "
         "min(p_trainer / p_sampler, cap): corrects for sampler and trainer computing slightly "
@@ -252,14 +257,14 @@ class RunConfig:
 
     def _check_numbers(self):
         positive = ["num_processes", "group_size", "rollouts_per_example", "examples_per_step", "steps", "micro_batch_size",
-                    "gradient_accumulation_steps", "ppo_epochs", "lora_r", "lora_alpha", "max_new_tokens",
+                    "ppo_epochs", "lora_r", "lora_alpha", "max_new_tokens",
                     "max_context_length", "eval_size"]
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
         for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed", "keep_rollouts_last_steps",
-                     "keep_rollouts_every"):
+                     "keep_rollouts_every", "gradient_accumulation_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")
@@ -391,6 +396,16 @@ class RunConfig:
         elif self.hf_generate_rows:
             raise ConfigError("hf_generate_rows", "hf_generate_rows sets the hf backend's generate calls: leave "
                               "it 0 with backend 'vllm', which schedules its own batches.")
+
+    def optimizer_steps_per_step(self) -> int:
+        """Optimizer steps one training step takes when each rollout makes one module call:
+        ppo_epochs x ceil(micro-batches per process / gradient_accumulation_steps). Schedules are
+        sized with it; a program with more calls per rollout takes more (the rate then holds at the
+        schedule's end)."""
+        completions = -(-self.examples_per_step * self.rollouts_per_example // self.num_processes)
+        micro = -(-completions // self.micro_batch_size)
+        chunks = -(-micro // self.gradient_accumulation_steps) if self.gradient_accumulation_steps else 1
+        return self.ppo_epochs * chunks
 
     def check_program_agents(self, modules: list[str]) -> None:
         """Checks what depends on the program's modules (known only once it is resolved)."""

@@ -180,11 +180,12 @@ class Trainer:
 
     def _update_config(self) -> UpdateConfig:
         c = self.config
-        total_updates = c.steps * c.ppo_epochs
+        total_updates = c.steps * c.optimizer_steps_per_step()
         return UpdateConfig(
             learning_rate=c.learning_rate, weight_decay=c.weight_decay, eps_low=c.clip_eps_low,
             eps_high=c.clip_eps_high, beta=c.kl_beta, aggregation=c.loss_aggregation, temperature=c.temperature,
-            micro_batch_size=c.micro_batch_size, num_iterations=c.ppo_epochs, max_grad_norm=c.max_grad_norm,
+            micro_batch_size=c.micro_batch_size, gradient_accumulation_steps=c.gradient_accumulation_steps,
+            num_iterations=c.ppo_epochs, max_grad_norm=c.max_grad_norm,
             scheduler=c.lr_scheduler, warmup_steps=c.warmup_steps,
             total_steps=total_updates, max_context_length=c.max_context_length, seed=c.seed,
             dr_grpo_max_len=c.max_new_tokens, importance_sampling_correction=c.importance_sampling_correction,

@@ -128,30 +128,33 @@ class PolicyUpdater:
         real = micro
         if self.sharded:  # every rank runs as many forward passes as the busiest
             micro = pad_micro_batches(micro, self.ranks, self._empty_micro_batch)
-        # Global normalizers (over every micro-batch of every rank), so the accumulated micro-batch
-        # losses, summed over the ranks, equal the loss of the whole batch.
-        counts = distributed.sum_floats({"tokens": sum(float(mb.completion_mask.sum()) for mb in micro),
-                                         "sequences": float(len(examples))}, self.ranks)
-        num_tokens = counts["tokens"]
+        chunks = self._optimizer_chunks(micro)
+        # The Dr. GRPO constant is one number for the whole batch (the sampler's max_new_tokens).
         max_len = cfg.dr_grpo_max_len or distributed.max_float(
             max((int(mb.completion_mask.sum(1).max()) for mb in micro), default=0), self.ranks)
-        norm = {"num_tokens": max(num_tokens, 1.0), "num_sequences": max(counts["sequences"], 1.0),
-                "max_len": max_len}
+        norms = [self._chunk_normalizers([micro[k] for k in chunk if k < len(real)], max_len) for chunk in chunks]
+        num_tokens = distributed.sum_floats({"tokens": sum(float(mb.completion_mask.sum()) for mb in real)},
+                                            self.ranks)["tokens"]
 
         totals: dict[str, float] = {}
         mismatch = MismatchTotals()
+        steps = 0
         with _seeded(cfg.seed * 1_000_003 + self.updates, self.device):
-            olds, refs = self._frozen_logprobs(micro, old=self._needs_old_pass(micro))
+            # Before the first optimizer step: from the second step on the ratio moves away from 1.
+            olds, refs = self._frozen_logprobs(micro, old=self._needs_old_pass(micro, len(chunks)))
             self._record_mismatch(micro, olds, mismatch)
             for _ in range(cfg.num_iterations):
-                step = self._optimizer_step(micro, olds, refs, norm)
-                for k, v in step.items():
-                    totals[k] = totals.get(k, 0.0) + v
+                for chunk, norm in zip(chunks, norms, strict=True):
+                    step = self._optimizer_step([micro[k] for k in chunk], None if olds is None else [olds[k] for k in chunk],
+                                                [refs[k] for k in chunk], norm)
+                    steps += 1
+                    for k, v in step.items():
+                        totals[k] = totals.get(k, 0.0) + v
         self.model.eval()
         self.updates += 1
 
         elapsed = time.perf_counter() - started
-        stats = {k: v / cfg.num_iterations for k, v in totals.items()}
+        stats = {k: v / max(steps, 1) for k, v in totals.items()}  # the mean optimizer step
         # Sums over the ranks: the loss and the token-weighted shares are parts of the whole batch's.
         summed = {k: v for k, v in stats.items() if k not in ("grad_norm", "skipped_steps")}
         all_tokens = sum(int(mb.attention_mask.sum()) for mb in real)
@@ -165,8 +168,31 @@ class PolicyUpdater:
             seconds=distributed.max_float(elapsed, self.ranks),  # the step waits for the slowest rank
             rank_seconds=elapsed,
             update=float(self.updates),
+            optimizer_steps=float(steps),
         )
         return stats
+
+    def _optimizer_chunks(self, micro: list[PolicyBatch]) -> list[list[int]]:
+        """The micro-batches of each optimizer step, in order: `gradient_accumulation_steps` of them
+        (TRL's meaning), or all of them with 0. Every rank takes the same number of optimizer steps
+        (its gradients are summed with the others' at each one), so a rank with fewer micro-batches
+        has shorter or empty chunks at the end."""
+        accumulate = self.config.gradient_accumulation_steps
+        most = len(micro)
+        if self.ranks.distributed and not self.sharded:  # (sharded: micro is padded to the same count)
+            most = int(distributed.max_float(float(most), self.ranks))
+        if not accumulate or most <= accumulate:
+            return [list(range(len(micro)))]
+        return [[k for k in range(start, start + accumulate) if k < len(micro)] for start in range(0, most, accumulate)]
+
+    def _chunk_normalizers(self, chunk: list[PolicyBatch], max_len: float) -> dict[str, float]:
+        """The loss normalizers of one optimizer step, over its micro-batches on every rank, so the
+        accumulated micro-batch losses, summed over the ranks, are that step's batch loss."""
+        counts = distributed.sum_floats({"tokens": sum(float(mb.completion_mask.sum()) for mb in chunk),
+                                         "sequences": float(sum(mb.completion_mask.shape[0] for mb in chunk))},
+                                        self.ranks)
+        return {"num_tokens": max(counts["tokens"], 1.0), "num_sequences": max(counts["sequences"], 1.0),
+                "max_len": max_len}
 
     def _mismatch_stats(self, mismatch: MismatchTotals) -> dict[str, float]:
         """The mismatch over the tokens every rank's sampler scored."""
@@ -179,16 +205,16 @@ class PolicyUpdater:
             mismatch = merged
         return mismatch.stats()
 
-    def _needs_old_pass(self, micro: list[PolicyBatch]) -> bool:
-        """Whether the old log-probs need a pass of their own (TRL's rule). With one pass over the
-        batch, the training pass's own log-probs, detached, are the old policy's: the ratio is
-        exactly 1, as GRPO requires, and an extra forward would buy nothing. A second pass
-        (num_iterations > 1) needs them frozen before the first optimizer step, and so does the
-        importance-sampling weight of a sampler that is another engine."""
+    def _needs_old_pass(self, micro: list[PolicyBatch], chunks: int) -> bool:
+        """Whether the old log-probs need a pass of their own (TRL's rule). With one optimizer step
+        over the batch, the training pass's own log-probs, detached, are the old policy's: the ratio
+        is exactly 1, as GRPO requires, and an extra forward would buy nothing. A second step (several
+        mini-batches, or num_iterations > 1) needs them frozen before the first optimizer step, and so
+        does the importance-sampling weight of a sampler that is another engine."""
         cfg = self.config
         corrects = (cfg.importance_sampling_correction and not cfg.sampler_is_policy
                     and any(mb.sampler_logprobs is not None for mb in micro))
-        needed = cfg.num_iterations > 1 or corrects
+        needed = cfg.num_iterations > 1 or chunks > 1 or corrects
         if self.sharded:  # one rank's extra forward pass is every rank's
             return distributed.max_float(float(needed), self.ranks) > 0
         return needed
@@ -293,8 +319,11 @@ class PolicyUpdater:
             self.optimizer.zero_grad(set_to_none=True)
         else:
             self.optimizer.step()
-            self.scheduler.step()
             self.optimizer_steps += 1
+            # A run may take more optimizer steps than its schedule was sized for (a program with more
+            # calls than rollouts); the rate then stays at the schedule's end instead of cosine rising again.
+            if not self.config.total_steps or self.optimizer_steps <= self.config.total_steps:
+                self.scheduler.step()
         return {
             "loss": loss_sum,
             **weighted,

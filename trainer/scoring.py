@@ -142,7 +142,7 @@ class BatchScorer:
             metrics["zero_var_share"] = zero_variance_share(total, ids)
         metrics["groups"] = float(len(groups))
         for key in ("loss", "kl", "clip_fraction", "clip_fraction_low", "clip_fraction_high", "grad_norm",
-                    "lr", "tokens_per_s", "completion_tokens", "truncated"):
+                    "lr", "tokens_per_s", "completion_tokens", "truncated", "optimizer_steps"):
             if key in update_stats:
                 metrics[key] = float(update_stats[key])
         # Sampler / trainer mismatch: only where the backend reported its log-probs.

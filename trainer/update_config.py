@@ -33,8 +33,13 @@ class UpdateConfig:
     """Sampling temperature; log-probs are taken of softmax(logits / temperature) (MMGRPO: 0.6)."""
     micro_batch_size: int = 4
     """Sequences per forward/backward; gradients accumulate over micro-batches into one step."""
+    gradient_accumulation_steps: int = 0
+    """Micro-batches per optimizer step (TRL's meaning): a batch of M micro-batches takes
+    ceil(M / gradient_accumulation_steps) optimizer steps per pass. 0: every micro-batch of the
+    batch, one optimizer step per pass."""
     num_iterations: int = 1
-    """Optimizer steps on the same batch (GRPO's mu). With 1 the ratio is 1 and clipping never binds."""
+    """Passes over the same batch (GRPO's mu, PPO epochs). With one pass of one optimizer step the
+    ratio is 1 and clipping never binds."""
     max_grad_norm: float | None = 1.0
     """Clip the total gradient norm (MMGRPO: 0.1 for Qwen3, 0.5 for Llama 3.1); None disables."""
     scheduler: str = "constant"
@@ -79,6 +84,8 @@ class UpdateConfig:
             raise ValueError("temperature must be > 0; for greedy sampling train with temperature=1.0")
         if self.micro_batch_size < 1 or self.num_iterations < 1:
             raise ValueError("micro_batch_size and num_iterations must be >= 1")
+        if self.gradient_accumulation_steps < 0:
+            raise ValueError("gradient_accumulation_steps must be >= 0 (0: the whole batch per optimizer step)")
         if self.beta < 0.0:
             raise ValueError("beta must be >= 0 (0 disables the KL penalty and the reference pass)")
         if self.importance_sampling_cap < 1.0:
