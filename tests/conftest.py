@@ -239,20 +239,27 @@ def asgi_server(transactional_db, tmp_path):
 
 
 def pytest_collection_modifyitems(config, items):
-    """COHORT_TESTS_SKIP_DIRS (comma-separated folders, e.g. "tests/trainer") and COHORT_TESTS_SKIP_MARKERS
-    (comma-separated marks, e.g. "vllm") deselect their tests. CI's second suite (.ci/run, the embedded
-    defaults) sets them: the trainer never imports Django, so its tests do not depend on the database
-    or Redis the two suites differ in, and the vLLM engine tests exercise the engine, not the services;
-    the first suite runs them all against the same code. `make test` alone runs everything."""
-    skipped = [d.strip().rstrip("/") + "/" for d in os.environ.get("COHORT_TESTS_SKIP_DIRS", "").split(",") if d.strip()]
-    marks = {m.strip() for m in os.environ.get("COHORT_TESTS_SKIP_MARKERS", "").split(",") if m.strip()}
-    if not skipped and not marks:
+    """How CI (.ci/run) splits the tests between its two suites, which run side by side:
+    COHORT_TESTS_SKIP_DIRS (comma-separated folders, e.g. "tests/trainer") deselects their tests except
+    those with a mark in COHORT_TESTS_KEEP_MARKERS; COHORT_TESTS_SKIP_MARKERS (e.g. "vllm") deselects
+    marked tests. The trainer never imports Django, so its tests do not depend on the database or Redis
+    the suites differ in and run once, in the PostgreSQL suite; the vLLM tests (about 7 minutes of
+    engine starts and real-model steps) run once, in the embedded suite, to even the two out.
+    `make test` alone runs everything."""
+    def listed(name: str) -> list[str]:
+        return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
+
+    skipped = [d.rstrip("/") + "/" for d in listed("COHORT_TESTS_SKIP_DIRS")]
+    skipped_marks, kept_marks = listed("COHORT_TESTS_SKIP_MARKERS"), listed("COHORT_TESTS_KEEP_MARKERS")
+    if not skipped and not skipped_marks:
         return
     root = Path(str(config.rootpath))
     kept, dropped = [], []
     for item in items:
         relative = Path(str(item.path)).relative_to(root).as_posix()
-        drop = any(relative.startswith(d) for d in skipped) or any(item.get_closest_marker(m) for m in marks)
+        in_skipped_dir = any(relative.startswith(d) for d in skipped) and not any(
+            item.get_closest_marker(m) for m in kept_marks)
+        drop = in_skipped_dir or any(item.get_closest_marker(m) for m in skipped_marks)
         (dropped if drop else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
