@@ -366,6 +366,12 @@ class RunConfig:
         if self.backend == "vllm" and self.lora_r > VLLM_LORA_RANKS[-1]:
             raise ConfigError("lora_r", f"vLLM serves LoRA adapters up to rank {VLLM_LORA_RANKS[-1]}; choose a "
                               f"lora_r of at most {VLLM_LORA_RANKS[-1]} or the 'hf' backend.")
+        if self.backend == "vllm" and set(self.lora_targets) - set(LORA_TARGETS):
+            # vLLM's LoRA loader refuses an adapter with modules outside the model's linear layers it
+            # serves (vllm/lora/lora_model.py, "unexpected modules") when the first request uses it.
+            raise ConfigError("lora_targets", f"vLLM serves adapters on {', '.join(LORA_TARGETS)}; "
+                              f"{', '.join(sorted(set(self.lora_targets) - set(LORA_TARGETS)))} would be refused "
+                              "when the engine loads the adapter. Choose among those or the 'hf' backend.")
         if self.backend == "vllm" and self.temperature > VLLM_MAX_TEMPERATURE:
             raise ConfigError("temperature", f"vLLM samples at temperatures up to {VLLM_MAX_TEMPERATURE:g}; choose "
                               f"one of at most {VLLM_MAX_TEMPERATURE:g} or the 'hf' backend.")

@@ -40,6 +40,7 @@ def test_every_field_has_help_and_a_group():
         ({"model": "builtin:gpt5"}, "unknown built-in model 'builtin:gpt5'"),
         ({"backend": "vllm", "lora_r": 1024, "lora_alpha": 64}, "vLLM serves LoRA adapters up to rank 512"),
         ({"backend": "vllm", "temperature": 2.5}, "vLLM samples at temperatures up to 2"),
+        ({"backend": "vllm", "lora_targets": ["q_proj", "lm_head"]}, "lm_head would be refused when the engine loads"),
         ({"vllm_enable_sleep_mode": True}, "sleep mode is a vLLM engine option: choose backend 'vllm'"),
         ({"vllm_max_model_len": 4096}, "vllm_max_model_len sizes the vLLM engine: choose backend 'vllm'"),
         ({"backend": "vllm", "vllm_max_model_len": 256}, "must be a whole number above max_new_tokens (256)"),
