@@ -211,7 +211,7 @@ def test_the_launch_form_folds_the_advanced_groups_and_opens_one_holding_an_erro
     shown = groups(client.get(reverse("runs:new")).content.decode())
     assert shown == {"Task and rewards": True, "Strategy": True, "Advantage estimator": True, "Batch shape": True,
                      "Optimization": False, "LoRA adapter": False, "Sampling": False, "Model and backend": True,
-                     "Evaluation, checkpoints, seed": False}
+                     "Sampling engine (vLLM, hf)": False, "Evaluation, checkpoints, seed": False}
     refused = client.post(reverse("runs:new"), launch_data(toy_task, lora_r="0"))
     assert refused.status_code == 400 and Run.objects.count() == 0
     after = groups(refused.content.decode())
