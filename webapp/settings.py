@@ -216,6 +216,8 @@ STATIC_URL = "static/"
 # collectstatic target (production, Docker image); development serves from the finders.
 STATIC_ROOT = BASE_DIR / "staticfiles" if PRODUCTION else None
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Files served at the site's root by WhiteNoise (favicon.ico: browsers ask for it on every page).
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
