@@ -6,6 +6,7 @@
 started by the embedded stack (`python -m webapp.stack up`). See README.md "Configuration".
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -62,6 +63,7 @@ INSTALLED_APPS = [
     "webapp.api",
     "webapp.limits",
     "webapp.scheduling",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -75,6 +77,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -196,6 +200,19 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Auth -----------------------------------------------------------------------------------
+# django-axes counts failed logins per username and per client address (each on its own): after
+# COHORT_LOGIN_FAILURE_LIMIT failures either is refused, the right password included, for
+# COHORT_LOGIN_LOCKOUT_MINUTES; a success resets the count. Admins unlock under Axes in the admin
+# (or `manage.py axes_reset`).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("COHORT_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("COHORT_LOGIN_LOCKOUT_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # its banner would open every manage.py command
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME.total_seconds() <= 0:
+    raise ImproperlyConfigured("COHORT_LOGIN_FAILURE_LIMIT must be at least 1 and COHORT_LOGIN_LOCKOUT_MINUTES above 0.")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"
 LOGOUT_REDIRECT_URL = "login"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from rest_framework import authentication, exceptions
 
 from webapp.api.models import ApiToken, hash_key
 from webapp.api.services import token_touch
 
+logger = logging.getLogger(__name__)
 SCHEMES = ("bearer", "token")
 MAX_KEY_LENGTH = 200
 
@@ -27,8 +30,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         if len(key) > MAX_KEY_LENGTH:
             raise exceptions.AuthenticationFailed("Invalid token.")
+        # The key is looked up by its SHA-256 in one indexed query whether it exists or not, so the
+        # time a wrong key takes says nothing about how close it was to a right one.
         token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
         if token is None:
+            logger.warning("API request with an unknown token from %s refused", request.META.get("REMOTE_ADDR"))
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked_at is not None:
             raise exceptions.AuthenticationFailed("Token revoked.")

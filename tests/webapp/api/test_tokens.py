@@ -1,5 +1,7 @@
 """Personal API tokens: the model and services, the /api/tokens/ page, the Bearer authentication."""
 
+import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -219,3 +221,32 @@ def test_admin_lists_tokens_with_the_hash_read_only(client, staff, owner):
     assert client.get(reverse("admin:api_apitoken_add")).status_code == 403
     admin = site._registry[ApiToken]
     assert "key_hash" in admin.readonly_fields
+
+
+def test_a_wrong_token_is_looked_up_like_a_right_one_and_logged(owner, token_for, caplog):
+    """No timing oracle: whatever the key, authentication runs the same one indexed SELECT on its
+    SHA-256 (never a key-by-key comparison); a wrong key is logged with its address."""
+    from django.db import connection
+    from django.test import RequestFactory
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from webapp.api.authentication import BearerTokenAuthentication
+
+    def selects(key: str) -> list[str]:
+        request = RequestFactory().get("/api/runs/", HTTP_AUTHORIZATION=f"Bearer {key}")
+        with CaptureQueriesContext(connection) as queries:
+            try:
+                BearerTokenAuthentication().authenticate(request)
+            except AuthenticationFailed:
+                pass
+        return [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+
+    right_key = token_for(owner)
+    right, wrong = selects(right_key), selects("x" * len(right_key))
+    assert len(right) == len(wrong) == 1
+    strip = lambda sql: re.sub(r"'[0-9a-f]{64}'", "'<hash>'", sql)  # noqa: E731
+    assert strip(right[0]) == strip(wrong[0]) and "key_hash" in right[0]
+    with caplog.at_level(logging.WARNING, logger="webapp.api.authentication"):
+        Client(headers={"Authorization": "Bearer " + "x" * 43}).get("/api/runs/")
+    assert "unknown token from 127.0.0.1" in caplog.text
