@@ -100,6 +100,8 @@ def service_env(**extra: str) -> dict[str, str]:
         auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
         env["DATABASE_URL"] = f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
     env["REDIS_URL"] = settings.REDIS_URL
+    # The webhook tests' receiver listens on loopback, which webhooks may not reach unless allowed.
+    env["COHORT_WEBHOOK_ALLOWED_NETWORKS"] = "127.0.0.0/8"
     env.update(extra)
     return env
 

@@ -275,6 +275,14 @@ EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)  # seconds; an SMTP server 
 # Where the dashboard is reached: the run links in alert emails and webhook payloads start with it.
 COHORT_BASE_URL = env.str("COHORT_BASE_URL", default="http://localhost:8000")
 ALERTS_WEBHOOK_TIMEOUT_S = env.float("ALERTS_WEBHOOK_TIMEOUT_S", default=5.0)
+# Networks webhooks may reach although they are inside (loopback, private...): e.g. an internal chat
+# server. Empty: public addresses only.
+try:
+    from webapp.alerts.webhook import parse_networks as _parse_networks
+
+    COHORT_WEBHOOK_ALLOWED_NETWORKS = [str(n) for n in _parse_networks(env.list("COHORT_WEBHOOK_ALLOWED_NETWORKS", default=[]))]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"COHORT_WEBHOOK_ALLOWED_NETWORKS: {exc} (write networks like 10.1.0.0/16, fd00::/8).") from None
 
 # --- Production hardening (passes `manage.py check --deploy --fail-level WARNING`) ------------
 if PRODUCTION:

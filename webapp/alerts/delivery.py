@@ -80,7 +80,8 @@ def alert_webhook_attempt(alert_id: int, *, last_try: bool) -> str:
         return "gone"
     Alert.objects.filter(pk=alert.pk).update(webhook_attempts=F("webhook_attempts") + 1)
     try:
-        post_json(alert.rule.webhook_url, alert_payload(alert), timeout_s=settings.ALERTS_WEBHOOK_TIMEOUT_S)
+        post_json(alert.rule.webhook_url, alert_payload(alert), timeout_s=settings.ALERTS_WEBHOOK_TIMEOUT_S,
+                  allowed_networks=settings.COHORT_WEBHOOK_ALLOWED_NETWORKS)
     except WebhookRejected as exc:
         _record(alert, Alert.Webhook.FAILED, str(exc))
         return Alert.Webhook.FAILED

@@ -1,9 +1,11 @@
 """Forms for alert rules: one kind per form, the kind's settings, and how to deliver it."""
 
 from django import forms
+from django.conf import settings
 from django.core.validators import URLValidator
 
 from webapp.alerts.models import AlertRule, Kind
+from webapp.alerts.webhook import WebhookError, check_destination
 
 MAX_STEPS = 1000
 MIN_STALLED_S, MAX_STALLED_S = 5, 7 * 24 * 3600
@@ -36,7 +38,14 @@ class RuleForm(forms.Form):
         self.user = user
 
     def clean_webhook_url(self) -> str:
-        return self.cleaned_data["webhook_url"].strip()
+        url = self.cleaned_data["webhook_url"].strip()
+        if url:
+            # Checked here, beside the field, and again before every delivery.
+            try:
+                check_destination(url, allowed_networks=settings.COHORT_WEBHOOK_ALLOWED_NETWORKS)
+            except WebhookError as exc:
+                raise forms.ValidationError(f"Cohort will not send alerts there: {exc}.") from None
+        return url
 
     def clean(self):
         data = super().clean()

@@ -30,7 +30,10 @@ class WebhookServer:
 
 
 @pytest.fixture
-def webhook_server():
+def webhook_server(settings):
+    """The receiver, on loopback: allowed for webhooks here (COHORT_WEBHOOK_ALLOWED_NETWORKS), as an
+    admin allows an internal server."""
+    settings.COHORT_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     server_state = WebhookServer()
 
     class Handler(BaseHTTPRequestHandler):

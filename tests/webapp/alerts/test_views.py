@@ -88,12 +88,12 @@ def test_the_run_page_shows_the_runs_alerts_and_the_rule_form(logged_in, owner):
 def test_a_rule_is_added_to_a_run_and_shown_on_its_page(logged_in, owner):
     run = make_run(owner)
     response = logged_in.post(reverse("alerts:run_rule_add", args=[run.pk]), {
-        "kind": "reward_collapse", "threshold": "0.8", "steps": "3", "webhook_url": "https://hooks.example.org/x",
+        "kind": "reward_collapse", "threshold": "0.8", "steps": "3", "webhook_url": "https://93.184.216.34/x",
         "enabled": "on"})
     assert response.status_code == 302 and response["Location"] == reverse("runs:detail", args=[run.pk]) + "#alerts"
     rule = AlertRule.objects.get(run=run)
     assert (rule.owner, rule.kind, rule.params, rule.webhook_url) == (
-        owner, "reward_collapse", {"threshold": 0.8, "steps": 3}, "https://hooks.example.org/x")
+        owner, "reward_collapse", {"threshold": 0.8, "steps": 3}, "https://93.184.216.34/x")
     assert "threshold=0.8" in logged_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
     # The same kind again replaces it.
     logged_in.post(reverse("alerts:run_rule_add", args=[run.pk]), {"kind": "reward_collapse", "steps": "9"})
@@ -150,12 +150,12 @@ def test_the_defaults_page_lists_one_rule_per_kind_and_saves_them(logged_in, own
     assert all(f'id="rule-{kind}"' in page for kind in Kind)
     response = logged_in.post(reverse("alerts:rules"), defaults_post({
         "nonfinite-enabled": None, "stalled-enabled": "on", "stalled-seconds": "20",
-        "finished-enabled": "on", "finished-webhook_url": "http://127.0.0.1:9/h"}))
+        "finished-enabled": "on", "finished-webhook_url": "http://93.184.216.34:9/h"}))
     assert response.status_code == 302
     rules = {r.kind: r for r in rules_defaults_for(owner)}
     assert not rules["nonfinite"].enabled and rules["failed"].enabled
     assert rules["stalled"].enabled and rules["stalled"].params == {"seconds": 20}
-    assert rules["finished"].webhook_url == "http://127.0.0.1:9/h"
+    assert rules["finished"].webhook_url == "http://93.184.216.34:9/h"
 
 
 def test_a_bad_default_is_a_400_and_saves_nothing(logged_in, owner):

@@ -91,8 +91,20 @@ def test_one_attempt_reports_a_timeout_within_the_configured_limit(owner, webhoo
 
 
 @pytest.mark.django_db
-def test_an_unreachable_server_is_retried_five_times_then_marked_failed(owner):
+def test_an_address_inside_the_network_is_refused_at_sending_without_retries(owner, settings):
+    """A rule saved before the rule (or with a name that has since moved inside) fails for good."""
+    settings.COHORT_WEBHOOK_ALLOWED_NETWORKS = []
+    alert = webhook_alert(owner, f"http://127.0.0.1:{free_port()}/hook")
+    alert_webhook_task.apply(args=[alert.pk])
+    alert.refresh_from_db()
+    assert alert.webhook_attempts == 1 and alert.webhook_status == Alert.Webhook.FAILED
+    assert "inside the network (loopback)" in alert.webhook_last_error
+
+
+@pytest.mark.django_db
+def test_an_unreachable_server_is_retried_five_times_then_marked_failed(owner, settings):
     """The task's own retry policy, run eagerly (Celery runs eager retries at once, no backoff)."""
+    settings.COHORT_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # allowed, and nothing listens there
     alert = webhook_alert(owner, f"http://127.0.0.1:{free_port()}/hook")  # nothing listens there
     alert_webhook_task.apply(args=[alert.pk])
     alert.refresh_from_db()
