@@ -9,7 +9,13 @@ import socket
 import pytest
 from django.urls import reverse
 
-from webapp.alerts.webhook import WebhookRefused, WebhookRejected, WebhookTemporaryError, check_destination, post_json
+from webapp.alerts.webhook import (
+    WebhookRefused,
+    WebhookRejected,
+    WebhookTemporaryError,
+    check_destination,
+    post_json,
+)
 
 # Loopback in every spelling the resolver reads: these would reach the test receiver if let through.
 LOOPBACK_SPELLINGS = ["127.0.0.1", "localhost", "2130706433", "0177.0.0.1", "0x7f.0.0.1", "0x7f000001", "127.1",
