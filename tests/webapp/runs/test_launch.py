@@ -233,8 +233,17 @@ def test_launch_run_command_queues_a_validated_run(owner, toy_task, tmp_path):
     assert (run.name, run.total_steps, run.config["seed"], run.config["learning_rate"]) == ("scripted", 7, 3, 0.001)
 
 
+def test_launch_run_command_starts_from_the_settings_suggested_for_a_model(owner, toy_task):
+    call_command("launch_run", "--task", "toy_format", "--owner", owner.username,
+                 "--model", "builtin:smollm2-135m-instruct", "--set", "steps=3")
+    config = Run.objects.get().config
+    assert (config["model"], config["max_new_tokens"], config["learning_rate"], config["steps"]) == (
+        "builtin:smollm2-135m-instruct", 24, 2e-4, 3)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--task", "nope"], "No task named 'nope'"),
+    (["--task", "toy", "--model", "gpt2"], "no suggested settings for model 'gpt2'"),
     (["--task", "toy", "--set", "group_size=1"], "group_size must be at least 2"),
     (["--task", "toy", "--set", "oops"], "--set takes key=value"),
     (["--task", "toy", "--preset", "nope"], "unknown preset 'nope'"),

@@ -37,11 +37,13 @@ class Command(BaseCommand):
         parser.add_argument("--owner", required=True, help="Username that will own the run.")
         parser.add_argument("--name", default="", help="Optional run label.")
         parser.add_argument("--preset", help="A paper preset (python -m trainer presets lists them).")
+        parser.add_argument("--model", help="Start from the settings the task's program suggests for this model "
+                                            "(e.g. builtin:smollm2-135m-instruct), as the form's chips do.")
         parser.add_argument("--config", type=Path, help="TOML or JSON file of RunConfig fields to override.")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="Override one RunConfig field (JSON value or bare string); repeatable.")
 
-    def handle(self, *args, task, owner, name, preset, config, set, **options):
+    def handle(self, *args, task, owner, name, preset, config, set, model=None, **options):
         task_row = Task.objects.select_related("program").filter(name=task).first()
         if task_row is None:
             known = ", ".join(Task.objects.values_list("name", flat=True)) or "none (run manage.py sync_programs)"
@@ -50,7 +52,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user named {owner!r}.")
         try:
-            values = config_defaults(task_row, preset=preset)
+            values = config_defaults(task_row, preset=preset, model=model)
             if config is not None:
                 values.update(self._read_overrides(config))
             values.update(dict(_parse_assignment(item) for item in set))
