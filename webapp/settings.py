@@ -303,7 +303,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    # axes logs every successful login at INFO ("Deleted 0 failed login attempts"); failures stay WARNING.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "axes": {"level": "WARNING"}},
 }
 
 # Launch limits (issue 13; webapp/limits): defaults for every non-staff user, overridable per user or

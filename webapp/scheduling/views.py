@@ -38,7 +38,8 @@ def _queued_run(run_id: int) -> Run:
 def queue_cancel(request, run_id: int):
     run = _queued_run(run_id)
     if not (request.user.is_staff or run.owner_id == request.user.pk):
-        raise PermissionDenied("Only the run's owner or staff can cancel it.")
+        # As every scoped getter answers a stranger (DESIGN.md, style 3): no such run of yours.
+        raise Http404("No such run.")
     try:
         run_cancel(run)
     except InvalidTransition as exc:

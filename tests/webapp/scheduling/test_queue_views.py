@@ -74,9 +74,9 @@ def test_owner_cancels_their_queued_run_and_it_is_never_claimed(client, users):
     mine.refresh_from_db()
     assert mine.state == Run.State.CANCELLED
     assert claim_next("gpu0@h") is None
-    # someone else's run: refused, and it stays queued
+    # someone else's run: not found for a stranger, as every scoped view answers, and it stays queued
     theirs = _queued(bob, "b1", seconds_ago=1)
-    assert client.post(reverse("scheduling:cancel", args=[theirs.pk])).status_code == 403
+    assert client.post(reverse("scheduling:cancel", args=[theirs.pk])).status_code == 404
     assert Run.objects.get(pk=theirs.pk).state == Run.State.QUEUED
     assert client.post(reverse("scheduling:cancel", args=[999999])).status_code == 404
 
