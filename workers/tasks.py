@@ -66,6 +66,15 @@ def import_dataset_task(dataset_id: int, staged_path: str, options: dict) -> dic
     return dataset_import_staged(dataset_id, staged_path, options)
 
 
+@shared_task(name="workers.tasks.alert_email_task")
+def alert_email_task(alert_id: int) -> str:
+    """Emails a fired alert to its rule's owner, here rather than in the process whose ingest fired
+    it: a mail server that hangs delays this task, never a step (webapp/alerts/delivery.py)."""
+    from webapp.alerts.delivery import alert_email_send
+
+    return alert_email_send(alert_id)
+
+
 @shared_task(name="workers.tasks.alert_webhook_task", bind=True, autoretry_for=(WebhookTemporaryError,),
              retry_backoff=True, retry_backoff_max=300, retry_jitter=True, max_retries=5)
 def alert_webhook_task(self, alert_id: int) -> str:

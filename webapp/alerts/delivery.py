@@ -1,9 +1,10 @@
-"""Telling the rule's owner: email through Django's mail backend, webhooks through a Celery task.
+"""Telling the rule's owner: email and webhook, each through a Celery task.
 
-`alert_deliver` runs after the alert's transaction commits. The email goes out at once (bounded by
-EMAIL_TIMEOUT); the webhook is queued as `workers.tasks.alert_webhook_task`, which calls
-`alert_webhook_attempt` once per try and retries temporary failures with backoff. Every outcome is
-recorded on the Alert, where the alerts list shows it.
+`alert_deliver` runs after the alert's transaction commits and only queues: the email as
+`workers.tasks.alert_email_task` (`alert_email_send`, bounded by EMAIL_TIMEOUT in the worker), the
+webhook as `workers.tasks.alert_webhook_task`, which calls `alert_webhook_attempt` once per try and
+retries temporary failures with backoff. So a hanging mail server never holds up the ingest that
+fired the alert. Every outcome is recorded on the Alert, where the alerts list shows it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from webapp.celery import app as celery_app
 log = logging.getLogger(__name__)
 
 WEBHOOK_TASK = "workers.tasks.alert_webhook_task"
+EMAIL_TASK = "workers.tasks.alert_email_task"
 
 
 def run_url(run_id: int) -> str:
@@ -41,12 +43,16 @@ def alert_payload(alert: Alert) -> dict[str, Any]:
 
 
 def alert_deliver(alert_id: int) -> None:
-    """Emails the owner and queues the webhook, as the alert's rule asks; never raises."""
+    """Queues the email and the webhook, as the alert's rule asks; never raises."""
     alert = Alert.objects.select_related("rule", "rule__owner", "run").filter(pk=alert_id).first()
     if alert is None:
         return
     if alert.rule.email:
-        _send_email(alert)
+        try:
+            celery_app.send_task(EMAIL_TASK, args=[alert.pk])
+        except Exception as exc:  # the broker is down: say so on the alert rather than lose it silently
+            log.warning("could not queue the email of alert %s", alert.pk, exc_info=True)
+            Alert.objects.filter(pk=alert.pk).update(email_error=f"could not queue the email: {exc}"[:2000])
     if alert.rule.webhook_url:
         try:
             celery_app.send_task(WEBHOOK_TASK, args=[alert.pk])
@@ -56,11 +62,19 @@ def alert_deliver(alert_id: int) -> None:
                 webhook_status=Alert.Webhook.FAILED, webhook_last_error=f"could not queue the delivery: {exc}"[:2000])
 
 
-def _send_email(alert: Alert) -> None:
+def alert_email_send(alert_id: int) -> str:
+    """Emails an alert to its rule's owner (the email task's body); records the outcome, never raises."""
+    alert = Alert.objects.select_related("rule", "rule__owner", "run").filter(pk=alert_id).first()
+    if alert is None or not alert.rule.email:
+        return "gone"
+    return _send_email(alert)
+
+
+def _send_email(alert: Alert) -> str:
     address = alert.rule.owner.email
     if not address:
         Alert.objects.filter(pk=alert.pk).update(email_error="no email address on the account")
-        return
+        return "no address"
     subject = f"[Cohort] {alert.get_kind_display()}: {alert.run}"
     body = f"{alert.message}\n\nRun: {run_url(alert.run_id)}\nFired at: {alert.fired_at.isoformat()}\n"
     try:
@@ -68,8 +82,9 @@ def _send_email(alert: Alert) -> None:
     except Exception as exc:  # SMTP down, refused, timed out: recorded on the alert
         log.warning("could not email alert %s", alert.pk, exc_info=True)
         Alert.objects.filter(pk=alert.pk).update(email_error=f"{exc.__class__.__name__}: {exc}"[:2000])
-        return
+        return "failed"
     Alert.objects.filter(pk=alert.pk).update(email_sent_at=timezone.now(), email_error="")
+    return "sent"
 
 
 def alert_webhook_attempt(alert_id: int, *, last_try: bool) -> str:
