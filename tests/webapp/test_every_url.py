@@ -203,7 +203,6 @@ def test_the_admin_is_staff_only(people, route, name):
 @pytest.mark.django_db(transaction=True)
 def test_every_websocket_route_for_every_role(world):
     from asgiref.sync import async_to_sync
-    from channels.routing import URLRouter  # noqa: F401  (the router below is the app's own)
     from channels.testing import WebsocketCommunicator
     from django.conf import settings
 

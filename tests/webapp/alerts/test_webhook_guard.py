@@ -30,16 +30,13 @@ INSIDE = {"169.254.169.254": "link-local", "10.1.2.3": "private", "192.168.0.1":
 
 def stub_resolver(answers: dict[str, list[str]]):
     """A resolver with getaddrinfo's signature answering made-up names; real resolution otherwise."""
-    calls = []
 
     def resolve(host, port, *args, **kwargs):
-        calls.append(host)
         if host in answers:
             family = socket.AF_INET6
             return [(family if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in answers[host]]
         return socket.getaddrinfo(host, port, *args, **kwargs)
 
-    resolve.calls = calls
     return resolve
 
 
