@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "webapp.alerts",
     "webapp.prefs",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served here: the docs page works offline
     "webapp.api",
     "webapp.limits",
     "webapp.scheduling",
@@ -71,6 +73,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "webapp.nul_guard.RejectNulMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every page and endpoint requires login unless its view is marked @login_not_required.
@@ -114,6 +117,20 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
     "URL_FORMAT_OVERRIDE": None,  # one format: `?format=` is an ordinary (ignored) parameter
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+# The read API's OpenAPI schema (/api/schema/) and its interactive docs (/api/docs/), for signed-in
+# users: the schema says nothing about anyone's runs, but a lab server shows strangers nothing.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Cohort read API",
+    "DESCRIPTION": "Runs, their metrics, rollouts and groups, as the dashboard shows them. Authenticate with "
+                   "a personal token (`Authorization: Bearer <key>`, from /api/tokens/) or the browser session.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # --- Database -------------------------------------------------------------------------------

@@ -51,3 +51,31 @@ def test_create_use_and_revoke_a_token(page, screenshot, asgi_server, make_user)
     assert "revoked" in page.inner_text("table.api-tokens tbody tr")
     screenshot("api-tokens-revoked")
     assert api_status(asgi_server, key) == 401
+
+
+def test_the_api_docs_page_lists_every_endpoint_and_tries_one(page, screenshot, asgi_server, make_user):
+    """Swagger UI from the project's own static files (no CDN: a lab server may be offline), reading
+    the schema with the browser's session, and "Try it out" answering from the real API."""
+    make_user("alice", password="a-long-test-password")
+    outside = []
+    page.on("request", lambda request: None if request.url.startswith(asgi_server) else outside.append(request.url))
+    page.goto(f"{asgi_server}/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "a-long-test-password")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/")
+    page.goto(f"{asgi_server}/api/tokens/")
+    page.click("text=API docs")
+    page.wait_for_url(f"{asgi_server}/api/docs/")
+    page.wait_for_selector(".opblock-summary-path")
+    paths = {p.get_attribute("data-path") for p in page.query_selector_all(".opblock-summary-path")}
+    assert paths == {"/api/runs/", "/api/runs/{run_id}/", "/api/runs/{run_id}/metrics/",
+                     "/api/runs/{run_id}/steps/{step}/rollouts/", "/api/runs/{run_id}/steps/{step}/groups/"}
+    page.click("#operations-runs-runs_list .opblock-summary")
+    page.click("text=Try it out")
+    page.click("text=Execute")
+    status = page.wait_for_selector(".live-responses-table tbody .response-col_status")
+    assert status.inner_text().strip().startswith("200")
+    assert '"count": 0' in page.inner_text(".live-responses-table tbody .response-col_description")
+    screenshot("api-docs")
+    assert not outside, f"the docs page fetched from outside the server: {outside}"

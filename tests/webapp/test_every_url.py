@@ -35,15 +35,18 @@ PUBLIC = {
 }
 PER_USER = {  # each user sees their own (lists, settings, forms); no other user's object is named
     "alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue", "runs:list",
-    "runs:list_under_runs", "runs:new", "prefs:preference",
+    "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",
 }
+# Any other address under /api/: the API's JSON 404 for everyone signed in (401 anonymous).
+UNKNOWN = {"api:unknown": "no-such-endpoint/"}
 # Views that name A's objects in the query string (a page of one example, the runs to act on).
 QUERY = {"runs:example_history_query": "?example={example_id}", "runs:trajectories": "?example={example_id}",
          "runs:actions": "?action=archive&runs={run_id}", "runs:compare": "?runs={run_id}"}
 # Refusals that name nothing of A's: a selection of runs that are not the user's is not a selection.
 STRANGER_QUERY_STATUS = {"runs:compare": {400, 404}}
 # JSON endpoints for scripts: 401 instead of the login redirect pages give
-JSON_FOR_ANONYMOUS = {"api:runs", "api:run", "api:metrics", "api:rollouts", "api:groups", "prefs:preference"}
+JSON_FOR_ANONYMOUS = {"api:runs", "api:run", "api:metrics", "api:rollouts", "api:groups", "prefs:preference",
+                      "api:schema", "api:unknown"}
 
 
 def walk(patterns=None, prefix="", namespace=""):
@@ -91,6 +94,8 @@ def fill(route: str, values: dict, *, queued_run: int | None = None) -> str:
 
 
 def path_for(route: str, name: str, world) -> str:
+    if name in UNKNOWN:
+        return "/api/" + UNKNOWN[name]
     queued = world["queued"].pk if name and name.startswith("scheduling:") else None
     return fill(route, world["values"], queued_run=queued) + QUERY.get(name, "").format(**world["values"])
 
@@ -110,7 +115,7 @@ def test_every_url_is_filled_or_listed_with_a_reason():
     unfilled = []
     for route, name in SITE:
         params = {m.group(2) for m in PARAMETER.finditer(route)}
-        if name in PUBLIC or name in PER_USER or name in QUERY:
+        if name in PUBLIC or name in PER_USER or name in QUERY or name in UNKNOWN:
             continue
         if not params or params - {"run_id", "step", "group_id", "call_id", "example_id", "rule_id", "token_id"}:
             unfilled.append((route, name))
@@ -123,9 +128,10 @@ def test_get_for_every_role(world, route, name):
     path = path_for(route, name, world)
     as_a = client_for(world["a"]).get(path)
     post_only = as_a.status_code == 405
-    assert as_a.status_code in ({405} if post_only else {200}), f"{path} as its owner: {as_a.status_code}"
+    expected = {404} if name in UNKNOWN else {405} if post_only else {200}
+    assert as_a.status_code in expected, f"{path} as its owner: {as_a.status_code}"
     as_b = client_for(world["b"]).get(path)
-    if name in PER_USER:
+    if name in PER_USER or name in UNKNOWN:
         assert as_b.status_code == as_a.status_code, f"{path} as another user: {as_b.status_code}"
     elif name in STRANGER_QUERY_STATUS:
         assert as_b.status_code in STRANGER_QUERY_STATUS[name], f"{path} as a stranger: {as_b.status_code}"

@@ -16,6 +16,8 @@ PAGE_DEFAULT = 100
 PAGE_MAX = 500
 MAX_CONFIG_FILTERS = 16
 MAX_TEXT = 200
+MAX_SERIES = 256  # metric keys in one `series=` of the metrics endpoint
+MAX_POINTS_LOW, MAX_POINTS_HIGH = 10, 1_000_000  # its `max_points`
 # A config key: letters, digits, '_' and '-' (no '__', the ORM's lookup separator); nested keys by '.'.
 CONFIG_KEY = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 

@@ -4,19 +4,19 @@ browser session; anonymous requests get 401, a run the user may not see is a 404
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from webapp.api import params, present, selectors
+from webapp.api import params, present, schema, selectors
 from webapp.runs import inspect, series
 from webapp.runs.params import int_param, series_keys, step_range
 from webapp.runs.selectors import run_get_for_user
 
-MAX_SERIES = 256
-MAX_POINTS_LOW = 10
-MAX_POINTS_HIGH = 1_000_000
 
-
+@extend_schema(operation_id="runs_list", parameters=[*schema.RUN_FILTERS, *schema.PAGE],
+               responses=schema.responses(schema.RunPageSerializer, not_found=False))
 @api_view(["GET"])
 def run_list(request):
     """`GET /api/runs/?state=&task=&program=&owner=&q=&config=key=value&limit=&offset=`."""
@@ -27,20 +27,23 @@ def run_list(request):
     return Response(params.paginated(request, page, count=runs.count(), offset=offset, limit=limit))
 
 
+@extend_schema(operation_id="run_detail", responses=schema.responses(schema.RunSerializer))
 @api_view(["GET"])
 def run_detail(request, run_id: int):
     """`GET /api/runs/<id>/`: the run, its full config and its summary."""
     return Response(present.run_dict(selectors.run_get_api(request.user, run_id)))
 
 
+@extend_schema(operation_id="run_metrics", parameters=schema.METRICS,
+               responses=schema.responses(schema.MetricsSerializer))
 @api_view(["GET"])
 def run_metrics(request, run_id: int):
     """`GET /api/runs/<id>/metrics/?series=a,b&max_points=&from_step=&to_step=`: every stored step
     of each series (the newest attempt wins a step), or at most `max_points` per series
     (MinMaxLTTB, as the charts)."""
     run = run_get_for_user(request.user, run_id)
-    keys = series_keys(request, max_series=MAX_SERIES)
-    max_points = int_param(request, "max_points", low=MAX_POINTS_LOW, high=MAX_POINTS_HIGH)
+    keys = series_keys(request, max_series=params.MAX_SERIES)
+    max_points = int_param(request, "max_points", low=params.MAX_POINTS_LOW, high=params.MAX_POINTS_HIGH)
     from_step, to_step = step_range(request)
     found, _ = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
     payload = {key: series.series_payload(s, max_points or max(1, s.steps.size)) for key, s in found.items()}
@@ -53,6 +56,8 @@ def _step_attempt(request, run, step: int) -> int:
     return attempt
 
 
+@extend_schema(operation_id="step_rollouts", parameters=[schema.ATTEMPT, schema.PROMPTS, *schema.PAGE],
+               responses=schema.responses(schema.RolloutPageSerializer))
 @api_view(["GET"])
 def step_rollouts(request, run_id: int, step: int):
     """`GET /api/runs/<id>/steps/<step>/rollouts/?attempt=&prompts=1&limit=&offset=`: the step's
@@ -66,6 +71,8 @@ def step_rollouts(request, run_id: int, step: int):
     return Response(params.paginated(request, results, count=count, offset=offset, limit=limit))
 
 
+@extend_schema(operation_id="step_groups", parameters=[schema.ATTEMPT, schema.MODULE, *schema.PAGE],
+               responses=schema.responses(schema.GroupPageSerializer))
 @api_view(["GET"])
 def step_groups(request, run_id: int, step: int):
     """`GET /api/runs/<id>/steps/<step>/groups/?attempt=&module=&limit=&offset=`: the step's
@@ -79,3 +86,10 @@ def step_groups(request, run_id: int, step: int):
     rows, count = selectors.step_groups(run, attempt, step, offset=offset, limit=limit, module=module)
     results = [present.group_dict(g) for g in rows]
     return Response(params.paginated(request, results, count=count, offset=offset, limit=limit))
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+def unknown(request, rest: str):
+    """Any other address under `/api/`: a JSON 404 an API client can read (401 when anonymous)."""
+    raise NotFound(f"No API endpoint at /api/{rest}. The endpoints are listed at /api/docs/.")

@@ -4,6 +4,9 @@ answered with 400 and its message (never a 500)."""
 from __future__ import annotations
 
 MAX_SERIES_KEY_LENGTH = 200
+# The largest integer any parameter takes: offsets, steps and ids all end in a 64-bit SQL integer, and
+# a larger one is a DataError (a 500) in PostgreSQL. Nothing Cohort counts comes near it.
+INT_PARAM_MAX = 2**62
 
 
 class BadParam(ValueError):
@@ -11,8 +14,8 @@ class BadParam(ValueError):
 
 
 def int_param(request, name: str, *, default=None, low: int = 0, high: int | None = None):
-    """The integer `name` of the query string within [low, high]; `default` when absent or empty
-    (pass `default=BadParam` to make it required)."""
+    """The integer `name` of the query string within [low, high] (high at most INT_PARAM_MAX);
+    `default` when absent or empty (pass `default=BadParam` to make it required)."""
     raw = request.GET.get(name)
     if raw is None or raw == "":
         if default is BadParam:
@@ -22,8 +25,9 @@ def int_param(request, name: str, *, default=None, low: int = 0, high: int | Non
         value = int(raw)
     except ValueError:
         raise BadParam(f"'{name}' must be an integer, not {raw!r}.") from None
-    if value < low or (high is not None and value > high):
-        raise BadParam(f"'{name}' must be between {low} and {high if high is not None else 'any'}, not {value}.")
+    high = INT_PARAM_MAX if high is None else min(high, INT_PARAM_MAX)
+    if value < low or value > high:
+        raise BadParam(f"'{name}' must be between {low} and {high}, not {value}.")
     return value
 
 

@@ -10,7 +10,7 @@ from webapp.runs import divergence, export, groups, inspect, present, series
 from webapp.runs.forms import RunLaunchForm
 from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
-from webapp.runs.params import BadParam
+from webapp.runs.params import BadParam, series_keys, step_range
 from webapp.runs.params import int_param as _int_param
 from webapp.runs.retention import rollouts_dropped
 from webapp.runs.selectors import run_get_for_user, run_list_for_user, step_metrics_after
@@ -165,15 +165,8 @@ def _metric_series(request, run):
     continues from it with `?after=`."""
     try:
         max_points = _int_param(request, "max_points", default=MAX_POINTS_DEFAULT, low=10, high=MAX_POINTS_LIMIT)
-        from_step = _int_param(request, "from_step")
-        to_step = _int_param(request, "to_step")
-        if from_step is not None and to_step is not None and from_step > to_step:
-            raise BadParam(f"'from_step' ({from_step}) must not be after 'to_step' ({to_step}).")
-        keys = None
-        if request.GET.get("series"):
-            keys = list(dict.fromkeys(k.strip() for k in request.GET["series"].split(",") if k.strip()))
-            if len(keys) > MAX_SERIES or any(len(k) > 200 for k in keys):
-                raise BadParam(f"'series' takes at most {MAX_SERIES} metric keys of at most 200 characters.")
+        from_step, to_step = step_range(request)
+        keys = series_keys(request, max_series=MAX_SERIES)
     except BadParam as exc:
         return _bad(request, str(exc), json_response=True)
     found, last_seq = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
