@@ -23,8 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
@@ -32,7 +30,7 @@ from trainer.cli import STOP_FILE
 from webapp.datasets.export import ExportError, task_export
 from webapp.limits.model_allowlist import trainer_environment
 from webapp.runs.ingest import step_events_ingest
-from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
+from webapp.runs.messages import StatusNotice, StepNotice, notice_send
 from webapp.runs.models import Run
 from webapp.runs.services import (
     run_directory,
@@ -101,12 +99,8 @@ def with_database(what: str, operation: Callable[[], T]) -> T:
 
 
 def notify(run_id: int, message: dict[str, Any]) -> None:
-    """Best effort: the websocket is a notification channel; a lost notice is refetched by the page."""
-    try:
-        kind = "run.step" if message["type"] == "step" else "run.status"
-        async_to_sync(get_channel_layer().group_send)(run_group_name(run_id), {"type": kind, "notice": message})
-    except Exception:  # Redis down must never stop training or shipping
-        log.warning("could not notify run %s watchers", run_id, exc_info=True)
+    """A step or status notice to the run page's watchers (best effort, see `notice_send`)."""
+    notice_send(run_id, message)
 
 
 class Supervisor:

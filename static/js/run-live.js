@@ -355,6 +355,54 @@
 
   function say(text) { document.getElementById("live-status").textContent = text; }
 
+  // The topbar's count of the viewer's unseen open alerts (templates/base.html), as the server counted it.
+  function showAlertBadge(count) {
+    const link = document.getElementById("alerts-link");
+    if (!link) return;
+    let badge = document.getElementById("alert-badge");
+    if (!count) { badge?.remove(); return; }
+    if (!badge) {
+      badge = document.createElement("span");
+      badge.id = "alert-badge";
+      badge.className = "badge bad alert-badge";
+      badge.title = "unseen open alerts";
+      link.append(" ", badge);
+    }
+    badge.textContent = String(count);
+  }
+
+  // A fired alert, as a new first row of the run's alerts panel (templates/alerts/run_panel.html).
+  function showAlert(notice) {
+    const panel = document.getElementById("alerts");
+    if (!panel || document.querySelector(`#run-alerts tr[data-alert="${notice.alert}"]`)) return;
+    let table = document.getElementById("run-alerts");
+    if (!table) {
+      table = document.createElement("table");
+      table.id = "run-alerts";
+      table.className = "table compact";
+      const head = table.createTHead().insertRow();
+      for (const title of ["Fired", "Kind", "Step", "Message", "Status"]) {
+        const th = document.createElement("th");
+        th.textContent = title;
+        head.append(th);
+      }
+      table.createTBody();
+      const empty = document.getElementById("no-alerts");
+      if (empty) empty.replaceWith(table); else panel.querySelector("h2").after(table);
+    }
+    const row = table.tBodies[0].insertRow(0);
+    row.className = `alert-row alert-${notice.kind} open live-new`;
+    row.dataset.alert = String(notice.alert);
+    const kind = document.createElement("span");
+    kind.className = "badge alert-kind bad";
+    kind.textContent = notice.kind_label;
+    const cells = [notice.fired_at_text, kind, notice.step ?? "—", notice.message, "open"];
+    for (const value of cells) {
+      const cell = row.insertCell();
+      if (value instanceof Node) cell.append(value); else cell.textContent = String(value);
+    }
+  }
+
   function onNotice(notice) {
     state.lastNoticeAt = Date.now();
     if (notice.type === "step") {
@@ -365,6 +413,9 @@
       showState(notice.state, notice.current_step);
       document.getElementById("run-error").textContent = notice.error || "";
       refetch().then(loadHeatmaps); // the final steps may have been shipped after the last notice we saw
+    } else if (notice.type === "alert") {
+      showAlert(notice);
+      showAlertBadge(notice.badge);
     }
   }
 

@@ -67,3 +67,55 @@ def test_a_nan_loss_shows_as_an_alert_in_the_badge_the_list_and_the_run_page(
     assert page.is_checked("#id_nonfinite-enabled") and page.is_checked("#id_failed-enabled")
     assert not page.is_checked("#id_stalled-enabled")
     screenshot("alerts-default-rules")
+
+
+def test_an_alert_that_fires_while_the_run_page_is_open_shows_at_once(page, screenshot, asgi_server, make_user):
+    """Pushed over the run's websocket (issue 25, item 5): the row appears in the alerts panel and
+    the topbar badge counts it, with no reload."""
+    from tests.webapp.runs.factories import make_run
+
+    alice = make_user("alice", password="a-long-test-password")
+    run = make_run(alice, state=Run.State.RUNNING, name="live-alert")
+    log_in(page, asgi_server, "alice", "a-long-test-password")
+    page.goto(f"{asgi_server}/runs/{run.pk}/")
+    page.wait_for_function("document.getElementById('live-status').textContent === 'Live.'")
+    assert page.locator("#alert-badge").count() == 0 and page.is_visible("#no-alerts")
+
+    nan_step = {"type": "step", "attempt": 1, "step": 2, "metrics": {"loss": None, "grad_norm": 0.5},
+                "rollouts": [], "groups": []}
+    ingest_in_thread(run, nan_step)
+    row = page.wait_for_selector("#run-alerts tr.alert-nonfinite")
+    assert "loss is not finite (NaN or inf) at step 2" in row.inner_text() and "open" in row.inner_text()
+    assert page.inner_text("#alert-badge") == "1"
+    alert = Alert.objects.get(run=run, kind=Kind.NONFINITE)
+    assert row.get_attribute("data-alert") == str(alert.pk)
+    page.locator("#alerts").scroll_into_view_if_needed()
+    screenshot("alerts-live-push")
+    page.reload()  # the server-rendered page agrees with what was pushed
+    assert page.locator(f"#run-alerts tr[data-alert='{alert.pk}']").count() == 1
+    assert page.inner_text("#alert-badge") == "1"
+
+
+def ingest_in_thread(run, event) -> None:
+    """The ingest as a worker runs it, off this thread: Playwright's event loop runs here, and the
+    alert's websocket notice is sent with async_to_sync, which refuses a thread with a running loop."""
+    import threading
+
+    from django.db import connection
+
+    from webapp.runs.ingest import step_events_ingest
+
+    failures = []
+
+    def work():
+        try:
+            step_events_ingest(run, [event])
+        except Exception as exc:  # surfaced in the test below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert not failures, failures

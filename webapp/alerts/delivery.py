@@ -1,4 +1,5 @@
-"""Telling the rule's owner: email and webhook, each through a Celery task.
+"""Telling the rule's owner: the open run page (websocket), email and webhook, the last two each
+through a Celery task.
 
 `alert_deliver` runs after the alert's transaction commits and only queues: the email as
 `workers.tasks.alert_email_task` (`alert_email_send`, bounded by EMAIL_TIMEOUT in the worker), the
@@ -21,6 +22,7 @@ from django.utils import timezone
 from webapp.alerts.models import Alert
 from webapp.alerts.webhook import WebhookRejected, WebhookTemporaryError, post_json
 from webapp.celery import app as celery_app
+from webapp.runs.messages import AlertNotice, notice_send
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +44,22 @@ def alert_payload(alert: Alert) -> dict[str, Any]:
     }
 
 
+def alert_notice(alert: Alert) -> AlertNotice:
+    """The websocket notice of a fired alert (the run page adds its row and updates the badge)."""
+    return {"type": "alert", "run": alert.run_id, "alert": alert.pk, "kind": alert.kind,
+            "kind_label": alert.get_kind_display(), "message": alert.message, "step": alert.step,
+            "fired_at": alert.fired_at.isoformat(),
+            # as the panel's server-rendered rows show it (TIME_ZONE), so a live row reads like the rest
+            "fired_at_text": timezone.localtime(alert.fired_at).strftime("%Y-%m-%d %H:%M:%S")}
+
+
 def alert_deliver(alert_id: int) -> None:
-    """Queues the email and the webhook, as the alert's rule asks; never raises."""
+    """Tells the run's open pages, and queues the email and the webhook as the alert's rule asks;
+    never raises."""
     alert = Alert.objects.select_related("rule", "rule__owner", "run").filter(pk=alert_id).first()
     if alert is None:
         return
+    notice_send(alert.run_id, alert_notice(alert))
     if alert.rule.email:
         try:
             celery_app.send_task(EMAIL_TASK, args=[alert.pk])

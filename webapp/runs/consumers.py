@@ -4,7 +4,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
-from webapp.runs.messages import StatusNotice, StepNotice, run_group_name
+from webapp.alerts.selectors import alert_unseen_open_count
+from webapp.runs.messages import AlertNotice, StatusNotice, StepNotice, run_group_name
 from webapp.runs.selectors import run_get_for_user
 
 # Application close codes (4000-4999): the browser can tell "log in again" from "no such run".
@@ -44,3 +45,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def run_status(self, event):
         notice: StatusNotice = event["notice"]
         await self.send_json(notice)
+
+    async def run_alert(self, event):
+        # Every watcher sees the alert row (the run page lists all its alerts); the badge is the
+        # watcher's own count of unseen open alerts, as the topbar shows it on the next page load.
+        notice: AlertNotice = event["notice"]
+        badge = await database_sync_to_async(alert_unseen_open_count)(self.scope["user"])
+        await self.send_json({**notice, "badge": badge})

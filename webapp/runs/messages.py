@@ -4,7 +4,13 @@ The websocket only notifies; the database is the source of truth. A client that 
 `seq` (or reconnects) refetches `GET /runs/<id>/metrics.json?after=<last seq>`.
 """
 
-from typing import Literal, TypedDict
+import logging
+from typing import Any, Literal, TypedDict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
 
 
 class StepNotice(TypedDict):
@@ -23,6 +29,30 @@ class StatusNotice(TypedDict):
     error: str
 
 
+class AlertNotice(TypedDict):
+    """An alert that fired on the run. Each watcher's consumer adds `badge`: that user's unseen open
+    alerts (the topbar count), which differs between the run's owner and staff watching it."""
+    type: Literal["alert"]
+    run: int
+    alert: int
+    kind: str
+    kind_label: str
+    message: str
+    step: int | None
+    fired_at: str
+    fired_at_text: str
+
+
 def run_group_name(run_id: int) -> str:
     """The channel-layer group of one run's watchers."""
     return f"run-{run_id}"
+
+
+def notice_send(run_id: int, notice: dict[str, Any]) -> None:
+    """Best effort: the websocket is a notification channel; a lost notice is refetched by the page
+    (steps, status) or shown on its next load (alerts). Redis down never stops training or ingest."""
+    try:
+        async_to_sync(get_channel_layer().group_send)(
+            run_group_name(run_id), {"type": f"run.{notice['type']}", "notice": notice})
+    except Exception:
+        log.warning("could not notify run %s watchers", run_id, exc_info=True)

@@ -2,14 +2,17 @@
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
 from tests.webapp.runs.factories import make_run
+from webapp.alerts.models import Alert, Kind
 from webapp.asgi import application
 from webapp.runs.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from webapp.runs.ingest import step_events_ingest
 from webapp.runs.messages import run_group_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,3 +105,31 @@ def test_staff_may_watch_any_run(owner, staff):
 
     run_async(scenario)
 
+
+
+def test_a_fired_alert_reaches_every_watcher_with_their_own_badge_count(owner, staff):
+    """The ingest that fires a nonfinite alert pushes it to the run's open pages (issue 25, item 5):
+    the owner's badge counts the new alert, staff watching the same run see the row but keep their
+    own count (0: the alert is the owner's)."""
+    run = make_run(owner, state="running")
+    owner_cookie, staff_cookie = session_cookie(owner), session_cookie(staff)
+    nan_step = {"type": "step", "attempt": 1, "step": 3, "metrics": {"loss": None, "grad_norm": 1.0},
+                "rollouts": [], "groups": []}
+
+    async def scenario():
+        mine, connected, _ = await connect(run.pk, ORIGIN, (b"cookie", owner_cookie))
+        theirs, also, _ = await connect(run.pk, ORIGIN, (b"cookie", staff_cookie))
+        assert connected and also
+        # the real ingest; the alert's delivery runs when its transaction commits
+        await database_sync_to_async(step_events_ingest)(run, [nan_step])
+        notice = await mine.receive_json_from(timeout=10)
+        seen_by_staff = await theirs.receive_json_from(timeout=10)
+        alert = await database_sync_to_async(Alert.objects.get)(run=run, kind=Kind.NONFINITE)
+        assert notice["type"] == "alert" and notice["alert"] == alert.pk and notice["step"] == 3
+        assert notice["kind"] == "nonfinite" and "loss is not finite" in notice["message"]
+        assert notice["badge"] == 1
+        assert seen_by_staff["alert"] == alert.pk and seen_by_staff["badge"] == 0
+        await mine.disconnect()
+        await theirs.disconnect()
+
+    run_async(scenario)
