@@ -120,13 +120,15 @@ class Trainer:
     """Runs a `RunConfig` end to end, reporting through a `Reporter`, checkpointing into `run_dir`."""
 
     def __init__(self, config: RunConfig, run_dir: str | Path, reporter: Reporter, *, attempt: int = 1,
-                 model_cache_dir: str | Path | None = None, ranks: Ranks = SINGLE):
+                 model_cache_dir: str | Path | None = None, ranks: Ranks = SINGLE, program: Any = None):
+        """`program`: an `AgentProgram` instance to train instead of the registered `config.program`
+        (cohort.dspy trains the DSPy program it was handed; `config.program` then only names it)."""
         self.config = config
         self.ranks = ranks
         self.run_dir = Path(run_dir)
         self.reporter = reporter
         self.attempt = attempt
-        self.program = get_program(config.program, **self._program_options())
+        self.program = program if program is not None else get_program(config.program, **self._program_options())
         config.check_program_agents(list(self.program.agents))
         if config.program_state and getattr(self.program, "state_path", None) != config.program_state:
             raise ConfigError("program_state", f"program {config.program!r} does not load a saved DSPy state; "

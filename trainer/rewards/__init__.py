@@ -32,10 +32,11 @@ from trainer.rewards.registry import (
     REWARDS,
     get_reward,
     list_rewards,
+    register_reward,
     reward_defaults,
     reward_error,
     unavailable_rewards,
 )
 
-__all__ = ["REWARDS", "CallableReward", "Reward", "RewardFn", "get_reward", "list_rewards", "reward_defaults",
-           "reward_error", "unavailable_rewards"]
+__all__ = ["REWARDS", "CallableReward", "Reward", "RewardFn", "get_reward", "list_rewards",
+           "register_reward", "reward_defaults", "reward_error", "unavailable_rewards"]

@@ -31,7 +31,8 @@ from trainer.rewards.retrieval import TitleRecall
 from trainer.rewards.text import CharF1, ExactMatch, TokenF1
 from trainer.rewards.toolrl import ToolRLCorrectness, ToolRLFormat
 
-__all__ = ["REWARDS", "get_reward", "list_rewards", "reward_defaults", "reward_error", "unavailable_rewards"]
+__all__ = ["REWARDS", "get_reward", "list_rewards", "register_reward", "reward_defaults", "reward_error",
+           "unavailable_rewards"]
 
 _BUILTINS: dict[str, type[Reward]] = {
     cls.name: cls
@@ -113,6 +114,17 @@ def _build(name: str, obj: Any) -> type[Reward]:
     if callable(obj):
         return _from_callable(name, obj)
     raise TypeError(f"the entry point must name a Reward subclass or a callable, got {type(obj).__name__}")
+
+
+def register_reward(name: str, fn: Callable[..., Any]) -> type[Reward]:
+    """Makes plain callable ``fn`` reward ``name`` in this process, for code that trains in-process
+    (``cohort.dspy.MMGRPO`` registers the DSPy metric it was given). Registering the same name again
+    replaces it; a built-in's name is refused."""
+    if name in _BUILTINS and not issubclass(_BUILTINS[name], CallableReward):
+        raise ValueError(f"{name!r} is a built-in reward; choose another name")
+    cls = _from_callable(name, fn)
+    _BUILTINS[name] = cls
+    return cls
 
 
 _PLUGINS = PluginGroup("cohort.rewards", "reward", builtin_names=lambda: _BUILTINS, build=_build)

@@ -1,0 +1,181 @@
+"""Cohort as a DSPy optimizer: ``cohort.dspy.MMGRPO`` trains a DSPy program's module weights with
+MMGRPO (or GRPO, MHGPO, GDPO: any Cohort strategy and estimator), and ``cohort.dspy.CohortLM`` is
+the local model it trains and returns.
+
+    import dspy
+    from cohort.dspy import MMGRPO, CohortLM
+
+    lm = CohortLM("builtin:smollm2-135m-instruct")
+    program.set_lm(lm)
+    trained = MMGRPO(metric, steps=20, group_size=4).compile(program, trainset=train, valset=dev)
+    trained(question="...")          # answered by the model with the trained LoRA adapter
+
+    # the MMGRPO paper's BetterTogether: prompts first, then weights
+    dspy.BetterTogether(metric, p=dspy.MIPROv2(metric, auto="light"), w=MMGRPO(metric, steps=20),
+                        ).compile(program, trainset=train, valset=dev, strategy="p -> w")
+
+``compile`` trains in this process with the same engine and ``RunConfig`` fields as a dashboard run
+(the keyword arguments of ``MMGRPO`` are RunConfig fields; ``steps``, ``group_size``,
+``learning_rate``...). The student's current instructions and demos are what is trained, so after a
+prompt optimizer the weights learn the optimized program (MMGRPO paper, Section 4, BetterTogether).
+The run's event log, checkpoints and final adapter are kept in ``run_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    import dspy
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("cohort.dspy needs DSPy: pip install 'cohort[dspy]'") from exc
+
+from dspy.teleprompt import Teleprompter
+
+from trainer.config import RunConfig
+from trainer.dspy import DSPyProgram, dspy_metric
+from trainer.dspy.local_lm import CohortLM
+
+__all__ = ["MMGRPO", "CohortLM"]
+
+# A paper-like MMGRPO run at a size a laptop finishes; every field can be overridden.
+DEFAULTS: dict[str, Any] = {"strategy": "mmgrpo", "estimator": "grpo", "steps": 20, "group_size": 4,
+                            "rollouts_per_example": 4, "examples_per_step": 2, "eval_every": 0,
+                            "checkpoint_every": 0}
+
+
+class MMGRPO(Teleprompter):
+    """Train the module weights of a DSPy program with Cohort (a ``dspy.Teleprompter``).
+
+    ``metric(example, prediction, trace=None)`` is the DSPy metric to maximize (a bool, a number, a
+    ``Prediction`` with a ``score``); it becomes the run's reward. ``model`` is the Cohort model id to
+    train; by default the model of the student's ``CohortLM``. ``adapter`` is the DSPy adapter the
+    rollouts format and parse with (default ``dspy.settings.adapter``, else ``ChatAdapter`` without its
+    JSON fallback; ``trainer.dspy.adapters.MarkerFallbackAdapter`` for small models). ``run_dir`` keeps
+    the run (a new temporary folder per compile when None). Every other keyword is a ``RunConfig``
+    field, checked here.
+    """
+
+    def __init__(self, metric: Callable[..., Any], *, model: str | None = None, adapter: Any = None,
+                 run_dir: str | Path | None = None, name: str | None = None, verbose: bool = False,
+                 **config: Any):
+        super().__init__()
+        for reserved in ("program", "rewards", "train_data", "dev_data", "program_state"):
+            if reserved in config:
+                raise TypeError(f"MMGRPO sets {reserved} itself (from the student, the metric and the sets "
+                                "given to compile)")
+        self.metric, self.model, self.adapter, self.name, self.verbose = metric, model, adapter, name, verbose
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.config = {**DEFAULTS, **config}
+        RunConfig.from_dict({**self.config, "model": model or "builtin:tiny"})  # a bad field fails now
+        self.last_run_dir: Path | None = None
+
+    def compile(self, student: dspy.Module, *, trainset: list[dspy.Example],
+                valset: list[dspy.Example] | None = None) -> dspy.Module:
+        """Trains ``student``'s weights on ``trainset`` (evaluating on ``valset`` when ``eval_every`` is
+        set) and returns a copy of it whose predictors sample with the trained adapter."""
+        if not trainset:
+            raise ValueError("trainset is empty")
+        base_lm = self._student_lm(student)
+        self._check_model(base_lm)
+        model = self.model or base_lm.cohort_model
+        run_dir = self.run_dir or Path(tempfile.mkdtemp(prefix="cohort-mmgrpo-"))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        inputs = _input_keys(trainset)
+        name = self.name or _slug(type(student).__name__)
+        program = DSPyProgram(_copy_without_lms(student), name=name, inputs=inputs,
+                              adapter=self.adapter or dspy.settings.adapter)
+        reward = _register_metric(self.metric, inputs)
+        config = RunConfig.from_dict({
+            **self.config, "program": name, "model": model, "rewards": [{"name": reward}],
+            "train_data": str(_write_jsonl(run_dir / "data" / "train.jsonl", trainset)),
+            "dev_data": str(_write_jsonl(run_dir / "data" / "dev.jsonl", valset)) if valset else "",
+        })
+        cache = base_lm.model_cache_dir if base_lm is not None else None
+        adapter = _train(config, run_dir, program, verbose=self.verbose, model_cache_dir=cache)
+        self.last_run_dir = run_dir
+        trained = _copy_without_lms(student)
+        trained.set_lm((base_lm or CohortLM(model)).with_adapter(adapter))
+        trained._compiled = True
+        return trained
+
+    @staticmethod
+    def _student_lm(student: dspy.Module) -> CohortLM | None:
+        lms = {id(p.lm): p.lm for p in student.predictors() if p.lm is not None}
+        found = [lm for lm in lms.values() if isinstance(lm, CohortLM)]
+        models = {lm.cohort_model for lm in found}
+        if len(models) > 1:
+            raise ValueError(f"the student's predictors use several models ({', '.join(sorted(models))}); "
+                             "MMGRPO trains one policy shared by every module")
+        return found[0] if found else None
+
+    def _check_model(self, base_lm: CohortLM | None) -> None:
+        if self.model is None and base_lm is None:
+            raise ValueError("pass model= (a Cohort model id), or set a cohort.dspy.CohortLM on the student")
+
+
+def _train(config: RunConfig, run_dir: Path, program: DSPyProgram, *, verbose: bool,
+           model_cache_dir: str | Path | None) -> Path:
+    """Runs the Trainer in this process; returns the folder of the final adapter."""
+    from trainer.loop import Trainer
+    from trainer.reporting import JsonlReporter
+
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    reporter = JsonlReporter(run_dir / "events.jsonl", progress_total=config.steps if verbose else None)
+    trainer = Trainer(config, run_dir, reporter, program=program, model_cache_dir=model_cache_dir)
+    try:
+        state = trainer.run()
+        if state != "succeeded":
+            raise RuntimeError(f"the MMGRPO run ended {state}; its events are in {run_dir / 'events.jsonl'}")
+        return trainer.updater.save_adapter(run_dir / "adapter")
+    finally:
+        trainer.close()
+
+
+def _copy_without_lms(student: dspy.Module) -> dspy.Module:
+    """A deep copy of the program's instructions, demos and code, sharing no LM with the original
+    (an LM holds a loaded model, which a deep copy would duplicate)."""
+    predictors = student.predictors()
+    lms = [p.lm for p in predictors]
+    try:
+        for predictor in predictors:
+            predictor.lm = None
+        return student.deepcopy()
+    finally:
+        for predictor, lm in zip(predictors, lms, strict=True):
+            predictor.lm = lm
+
+
+def _input_keys(examples: Sequence[dspy.Example]) -> tuple[str, ...] | None:
+    keys = getattr(examples[0], "_input_keys", None)
+    return tuple(sorted(keys)) if keys else None
+
+
+def _write_jsonl(path: Path, examples: Sequence[dspy.Example]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for row, example in enumerate(examples, start=1):
+            data = example.toDict() if hasattr(example, "toDict") else dict(example)
+            try:
+                handle.write(json.dumps(data, ensure_ascii=False) + "\n")
+            except TypeError as exc:
+                raise ValueError(f"example {row} cannot be written as JSON for training: {exc}") from None
+    return path
+
+
+def _register_metric(metric: Callable[..., Any], inputs: Sequence[str] | None) -> str:
+    from trainer.rewards import register_reward
+
+    label = getattr(metric, "__name__", type(metric).__name__)
+    name = f"dspy_metric:{_slug(label)}:{id(metric):x}"
+    register_reward(name, dspy_metric(metric, inputs=inputs))
+    return name
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_") or "program"
