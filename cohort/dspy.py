@@ -122,6 +122,7 @@ class MMGRPO(Teleprompter):
 def _train(config: RunConfig, run_dir: Path, program: DSPyProgram, *, verbose: bool,
            model_cache_dir: str | Path | None) -> Path:
     """Runs the Trainer in this process; returns the folder of the final adapter."""
+    from trainer.cli import FINAL_ADAPTER_DIR
     from trainer.loop import Trainer
     from trainer.reporting import JsonlReporter
 
@@ -132,7 +133,7 @@ def _train(config: RunConfig, run_dir: Path, program: DSPyProgram, *, verbose: b
         state = trainer.run()
         if state != "succeeded":
             raise RuntimeError(f"the MMGRPO run ended {state}; its events are in {run_dir / 'events.jsonl'}")
-        return trainer.updater.save_adapter(run_dir / "adapter")
+        return run_dir / FINAL_ADAPTER_DIR
     finally:
         trainer.close()
 

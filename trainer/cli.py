@@ -26,6 +26,8 @@ from pathlib import Path
 from trainer.config import RunConfig, preset_titles
 
 STOP_FILE = "STOP"
+# The run folder's final LoRA adapter (PEFT format), written by the trainer when a run succeeds.
+FINAL_ADAPTER_DIR = "adapter"
 
 
 def next_attempt(events_path: Path) -> int:

@@ -20,6 +20,7 @@ import torch
 
 from trainer import distributed
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from trainer.cli import FINAL_ADAPTER_DIR
 from trainer.config import BUILTIN_MODELS, ConfigError, RunConfig
 from trainer.data import ExampleStream, example_id, read_jsonl
 from trainer.distributed import SINGLE, Ranks
@@ -432,5 +433,7 @@ class Trainer:
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")
             raise
+        if main:  # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy)
+            self.updater.save_adapter(self.run_dir / FINAL_ADAPTER_DIR)
         self.reporter.status("succeeded", step=self.step)
         return "succeeded"

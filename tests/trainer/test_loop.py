@@ -152,3 +152,24 @@ def test_the_running_status_says_how_many_gpus_the_run_holds(tmp_path, model_cac
     assert visible_gpus(torch.device("cpu")) == 0
     if torch.cuda.is_available():
         assert visible_gpus(torch.device("cuda")) == torch.cuda.device_count() >= 1
+
+
+def test_a_succeeded_run_leaves_its_trained_adapter_in_the_run_folder(tmp_path, tiny_model_path):
+    """What the API's adapter download and cohort.dspy hand out: PEFT's own format, loadable as is."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from trainer.cli import FINAL_ADAPTER_DIR
+    from trainer.config import RunConfig
+    from trainer.loop import Trainer
+    from trainer.reporting import JsonlReporter
+
+    config = RunConfig(program="toy", model=str(tiny_model_path), steps=1, group_size=2, rollouts_per_example=2,
+                       examples_per_step=1, max_new_tokens=4, checkpoint_every=0)
+    trainer = Trainer(config, tmp_path, JsonlReporter(tmp_path / "events.jsonl"))
+    assert not (tmp_path / FINAL_ADAPTER_DIR).exists()
+    assert trainer.run() == "succeeded"
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_path),
+                                       tmp_path / FINAL_ADAPTER_DIR)
+    trained = {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
+    assert trained and all((loaded.state_dict()[k] == v).all() for k, v in trained.items())

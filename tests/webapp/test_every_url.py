@@ -24,6 +24,7 @@ from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.alerts.models import AlertRule, Kind
 from webapp.api.services import token_create
 from webapp.runs.models import Group, ModuleCall, Rollout, Run
+from webapp.runs.services import run_directory
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +47,10 @@ QUERY = {"runs:example_history_query": "?example={example_id}", "runs:trajectori
 STRANGER_QUERY_STATUS = {"runs:compare": {400, 404}}
 # JSON endpoints for scripts: 401 instead of the login redirect pages give
 JSON_FOR_ANONYMOUS = {"api:runs", "api:run", "api:metrics", "api:rollouts", "api:groups", "prefs:preference",
-                      "api:schema", "api:unknown"}
+                      "api:schema", "api:unknown", "api:adapter"}
+# URLs of A's run in another state than the walker's running run: the queue's (a queued run) and the
+# adapter download (a succeeded run that trained one).
+RUN_FOR = {"scheduling:": "queued", "api:adapter": "finished"}
 
 
 def walk(patterns=None, prefix="", namespace=""):
@@ -66,8 +70,9 @@ PARAMETER = re.compile(r"<(?:(\w+):)?(\w+)>")
 
 
 @pytest.fixture
-def world(make_user):
+def world(make_user, settings, tmp_path):
     """A's objects, a stranger B, staff, and the values each URL parameter takes."""
+    settings.COHORT_RUNS_DIR = tmp_path / "runs"
     a, b, staff = make_user("alice"), make_user("bob"), make_user("root", staff=True)
     run = make_run(a, state=Run.State.RUNNING, name="alice-run", config={"strategy": "mmgrpo"})
     ingest(run, [hover_step_event(1)])
@@ -76,18 +81,22 @@ def world(make_user):
     rollout = Rollout.objects.filter(run=run).first()
     rule = AlertRule.objects.create(owner=a, kind=Kind.FAILED, run=run)
     token, _ = token_create(user=a, name="alice's")
+    finished = make_run(a, state=Run.State.SUCCEEDED, name="alice-finished")
+    adapter = run_directory(finished.pk) / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text("{}")
     values = {"run_id": run.pk, "step": 1, "group_id": Group.objects.filter(run=run).first().pk,
               "call_id": call.pk, "example_id": rollout.example_id, "rule_id": rule.pk, "token_id": token.pk,
               "key": "run-charts"}
-    return {"a": a, "b": b, "staff": staff, "values": values, "queued": queued}
+    return {"a": a, "b": b, "staff": staff, "values": values, "queued": queued, "finished": finished}
 
 
-def fill(route: str, values: dict, *, queued_run: int | None = None) -> str:
+def fill(route: str, values: dict, *, run: int | None = None) -> str:
     """The route with each parameter replaced by A's object; KeyError names a parameter with no filler."""
     def replace(match):
         name = match.group(2)
-        if name == "run_id" and queued_run is not None:
-            return str(queued_run)
+        if name == "run_id" and run is not None:
+            return str(run)
         return str(values[name])
 
     return "/" + PARAMETER.sub(replace, route).lstrip("^").rstrip("$")
@@ -96,8 +105,8 @@ def fill(route: str, values: dict, *, queued_run: int | None = None) -> str:
 def path_for(route: str, name: str, world) -> str:
     if name in UNKNOWN:
         return "/api/" + UNKNOWN[name]
-    queued = world["queued"].pk if name and name.startswith("scheduling:") else None
-    return fill(route, world["values"], queued_run=queued) + QUERY.get(name, "").format(**world["values"])
+    other = next((world[state] for prefix, state in RUN_FOR.items() if name and name.startswith(prefix)), None)
+    return fill(route, world["values"], run=other.pk if other else None) + QUERY.get(name, "").format(**world["values"])
 
 
 def client_for(user, *, csrf: bool = False) -> Client:

@@ -87,11 +87,13 @@ def run_filters(request) -> dict:
     }
 
 
+FLAG_VALUES = {"": False, "0": False, "false": False, "False": False, "no": False,
+               "1": True, "true": True, "True": True, "yes": True}  # True/False: what Python's str() writes
+
+
 def flag(request, name: str) -> bool:
-    """A yes/no parameter: 1/true/yes or 0/false/no (absent is no)."""
-    raw = request.GET.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no"):
-        return False
-    if raw in ("1", "true", "yes"):
-        return True
-    raise BadParam(f"'{name}' must be 1 or 0, not {raw!r}.")
+    """A yes/no parameter, one of FLAG_VALUES (absent or empty is no)."""
+    raw = request.GET.get(name, "")
+    if raw not in FLAG_VALUES:
+        raise BadParam(f"'{name}' must be 1 or 0, not {raw!r}.")
+    return FLAG_VALUES[raw]

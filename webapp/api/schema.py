@@ -146,6 +146,34 @@ class GroupPageSerializer(_PageSerializer):
     results = GroupSerializer(many=True)
 
 
+class RunCreateSerializer(serializers.Serializer):
+    task = serializers.CharField(help_text="The task's name (or id), as the launch form lists them.")
+    program = serializers.CharField(required=False, help_text="Default: the task's program.")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_CHARS), required=False)
+    notes = serializers.CharField(required=False, allow_blank=True)
+    preset = serializers.CharField(required=False, allow_null=True, help_text="A launch form preset's name.")
+    config = serializers.DictField(required=False, help_text=(
+        "Run settings (launch form field names) over the page's defaults: the program's suggestions, the "
+        "task's rewards, the preset."))
+
+
+class LaunchErrorSerializer(ErrorSerializer):
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False,
+                                   help_text="Field (a body key or a run setting) -> what is wrong with it.")
+
+
+def create_responses(ok) -> dict:
+    """The answers of run creation: 201 with the queued run, 400 with the form's errors by field."""
+    return {
+        201: ok,
+        400: OpenApiResponse(LaunchErrorSerializer, description="The body, a setting, a limit or the model "
+                                                                "allow-list refused it; nothing was queued."),
+        401: OpenApiResponse(ErrorSerializer, description="No, a malformed, unknown or revoked token."),
+        403: OpenApiResponse(ErrorSerializer, description="Signed in by session without the CSRF token."),
+    }
+
+
 def responses(ok, *, not_found: bool = True) -> dict:
     """An endpoint's answers: `ok` on 200, and the errors every endpoint may give."""
     answers = {
@@ -207,6 +235,6 @@ METRICS = [
     _int("from_step", "First step (inclusive)."),
     _int("to_step", "Last step (inclusive), not before `from_step`."),
 ]
-PROMPTS = OpenApiParameter("prompts", {"type": "string", "enum": ["1", "0", "true", "false", "yes", "no"]},
+PROMPTS = OpenApiParameter("prompts", {"type": "string", "enum": list(params.FLAG_VALUES)},
                            description="1 to include each call's prompt and messages (large).")
 MODULE = OpenApiParameter("module", {"type": "string", "maxLength": 100, "pattern": NO_NUL}, description="Only this module's groups.")

@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/", views.run_list, name="runs"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/<int:run_id>/metrics/", views.run_metrics, name="metrics"),
+    path("runs/<int:run_id>/adapter/", views.run_adapter, name="adapter"),
     path("runs/<int:run_id>/steps/<int:step>/rollouts/", views.step_rollouts, name="rollouts"),
     path("runs/<int:run_id>/steps/<int:step>/groups/", views.step_groups, name="groups"),
     # Last: any other address under /api/ is the API's JSON 404 (401 anonymous), not an HTML page.

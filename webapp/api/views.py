@@ -1,30 +1,57 @@
-"""The read API (`/api/...`, GET only, JSON): thin DRF views that parse parameters, call a
-selector and present rows. Authentication: a personal token (`Authorization: Bearer <key>`) or the
+"""The API (`/api/...`, JSON): thin DRF views that parse parameters, call a selector and present
+rows; the one write is run creation (`POST /api/runs/`, checked as the launch form checks it), and
+a finished run's adapter downloads as a zip. Authentication: a personal token (`Authorization: Bearer <key>`) or the
 browser session; anonymous requests get 401, a run the user may not see is a 404."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from django.http import FileResponse
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from webapp.api import params, present, schema, selectors
+from webapp.api.adapters import adapter_folder, zip_folder
+from webapp.api.launch import LaunchRefused, launch_form
 from webapp.runs import inspect, series
 from webapp.runs.params import int_param, series_keys, step_range
 from webapp.runs.selectors import run_get_for_user
+from webapp.runs.services import run_create
 
 
-@extend_schema(operation_id="runs_list", parameters=[*schema.RUN_FILTERS, *schema.PAGE],
+@extend_schema(methods=["GET"], operation_id="runs_list", parameters=[*schema.RUN_FILTERS, *schema.PAGE],
                responses=schema.responses(schema.RunPageSerializer, not_found=False))
-@api_view(["GET"])
+@extend_schema(methods=["POST"], operation_id="runs_create", request=schema.RunCreateSerializer,
+               responses=schema.create_responses(schema.RunSerializer))
+@api_view(["GET", "POST"])
 def run_list(request):
-    """`GET /api/runs/?state=&task=&program=&owner=&q=&config=key=value&limit=&offset=`."""
+    """`GET /api/runs/?state=&task=&program=&owner=&q=&config=key=value&limit=&offset=`: the runs you
+    may see. `POST /api/runs/` with `{"task", "program", "name", "tags", "notes", "preset", "config"}`:
+    queues a run of yours, checked as the launch form checks it (201 with the run; 400 with `errors`,
+    field -> messages)."""
+    if request.method == "POST":
+        return _run_create(request)
     filters = params.run_filters(request)
     offset, limit = params.page_params(request)
     runs = selectors.run_list_api(request.user, **filters)
     page = [present.run_dict(run) for run in runs[offset:offset + limit]]
     return Response(params.paginated(request, page, count=runs.count(), offset=offset, limit=limit))
+
+
+def _run_create(request):
+    try:
+        form = launch_form(request.user, request.data)
+    except LaunchRefused as refused:
+        return Response({"detail": str(refused), "errors": refused.errors}, status=400)
+    cleaned = form.cleaned_data
+    run = run_create(owner=request.user, task=cleaned["task"], config=cleaned["config"], name=cleaned["name"],
+                     tags=cleaned["tags"], notes=cleaned["notes"])
+    location = request.build_absolute_uri(reverse("api:run", args=[run.pk]))
+    return Response(present.run_dict(selectors.run_get_api(request.user, run.pk)), status=201,
+                    headers={"Location": location})
 
 
 @extend_schema(operation_id="run_detail", responses=schema.responses(schema.RunSerializer))
@@ -86,6 +113,22 @@ def step_groups(request, run_id: int, step: int):
     rows, count = selectors.step_groups(run, attempt, step, offset=offset, limit=limit, module=module)
     results = [present.group_dict(g) for g in rows]
     return Response(params.paginated(request, results, count=count, offset=offset, limit=limit))
+
+
+@extend_schema(operation_id="run_adapter", responses={
+    (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description=(
+        "The run's final LoRA adapter (PEFT format: adapter_config.json, adapter_model.safetensors) as a zip.")),
+    **{code: answer for code, answer in schema.responses(None).items() if code != 200}})
+@api_view(["GET"])
+def run_adapter(request, run_id: int):
+    """`GET /api/runs/<id>/adapter/`: the LoRA adapter a succeeded run trained, as a zip (404 while the
+    run has none: queued, running, failed or cancelled before its last step)."""
+    run = run_get_for_user(request.user, run_id)
+    folder = adapter_folder(run)
+    if folder is None:
+        raise NotFound(f"Run {run.pk} has no trained adapter ({run.state}): a run writes it when it succeeds.")
+    return FileResponse(zip_folder(folder), as_attachment=True, filename=f"run-{run.pk}-adapter.zip",
+                        content_type="application/zip")
 
 
 @extend_schema(exclude=True)

@@ -1,0 +1,114 @@
+"""Run creation through the API (`POST /api/runs/`): the JSON body becomes the launch form's data, so
+a run created by a script passes exactly the checks of a run launched from the page (the task and
+program fit, every RunConfig value, the owner's launch limits, the model allow-list) and gets the same
+field-by-field errors.
+
+    {"task": "toy-task", "program": "toy", "name": "", "tags": ["sweep"], "notes": "", "preset": null,
+     "config": {"steps": 20, "group_size": 4, "learning_rate": 1e-5}}
+
+Only `task` is required. The config starts from the values the page would start from (the program's
+suggestions, the task's rewards, the preset) and the body's `config` overrides them key by key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
+from webapp.runs.launch import config_defaults
+from webapp.runs.models import Task
+from webapp.runs.params import BadParam
+
+BODY_KEYS = ("task", "program", "name", "tags", "notes", "preset", "config")
+CONFIG_NAMES = frozenset(f.name for f in CONFIG_FIELDS)
+
+
+class LaunchRefused(Exception):
+    """The body named values the form refused: `errors` is field -> messages (config fields by name)."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("The run was not created: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def launch_form(user, body: Any) -> RunLaunchForm:
+    """The bound, validated launch form for `body`; BadParam for a body that is not an object of the
+    known keys, LaunchRefused with the form's errors."""
+    if not isinstance(body, dict):
+        raise BadParam("The body must be a JSON object, e.g. {\"task\": \"toy-task\", \"config\": {\"steps\": 20}}.")
+    if _holds_nul(body):  # PostgreSQL text and jsonb cannot store it (webapp/nul_guard.py does the URL)
+        raise BadParam("The body holds a NUL character (\\u0000), which no field accepts.")
+    unknown = sorted(set(body) - set(BODY_KEYS))
+    if unknown:
+        raise BadParam(f"Unknown key(s) {', '.join(map(repr, unknown))}; the body takes {', '.join(BODY_KEYS)}.")
+    config = body.get("config") or {}
+    if not isinstance(config, dict):
+        raise BadParam("'config' must be an object of run settings, e.g. {\"steps\": 20}.")
+    errors = {key: [f"Unknown run setting {key!r}: use a launch form field name, e.g. steps, group_size, "
+                    "learning_rate, model."] for key in sorted(set(config) - CONFIG_NAMES)}
+    task = _task(body.get("task"), errors)
+    program = body.get("program") or (task.program.name if task else "")
+    texts = {key: _text(body, key, errors) for key in ("name", "notes", "preset")}
+    tags = body.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        errors["tags"] = ["'tags' must be a list of strings."]
+    if errors:
+        raise LaunchRefused(errors)
+    try:
+        values = config_defaults(task, program_name=program, preset=texts["preset"] or None)
+    except ValueError as exc:
+        raise LaunchRefused({"preset": [str(exc)]}) from None
+    values.update(config)
+    data = {"task": task.pk, "program": program, "name": texts["name"], "notes": texts["notes"],
+            "tags": ", ".join(tags)}
+    form = RunLaunchForm(data=data, user=user)
+    # The form reads `data` when validated: each config value is put in as its field writes it on the page.
+    for name in CONFIG_NAMES:
+        _put(data, name, form.fields[name], values.get(name), errors)
+    if errors:
+        raise LaunchRefused(errors)
+    if not form.is_valid():
+        raise LaunchRefused({field: list(messages) for field, messages in form.errors.items()})
+    return form
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
+def _task(value: Any, errors: dict[str, list[str]]) -> Task | None:
+    if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
+        errors["task"] = ["'task' is required: a task's name (or id), as the launch form lists them."]
+        return None
+    tasks = Task.objects.select_related("program", "dataset")
+    task = tasks.filter(pk=value).first() if isinstance(value, int) else tasks.filter(name=value).first()
+    if task is None:
+        errors["task"] = [f"No task {value!r}."]
+    return task
+
+
+def _text(body: dict, key: str, errors: dict[str, list[str]]) -> str:
+    value = body.get(key) or ""
+    if not isinstance(value, str):
+        errors[key] = [f"'{key}' must be a string."]
+        return ""
+    return value
+
+
+def _put(data: dict, name: str, field: forms.Field, value: Any, errors: dict[str, list[str]]) -> None:
+    """The form's text for one config value (a checkbox is present only when on)."""
+    if isinstance(field, forms.BooleanField):
+        if not isinstance(value, bool):
+            errors[name] = [f"'{name}' must be true or false."]
+        elif value:
+            data[name] = "on"
+        return
+    data[name] = "" if value is None else field.prepare_value(value)
