@@ -6,31 +6,39 @@
 
 Only the standard library speaks HTTP (urllib); pandas is the one dependency (`pip install
 cohort[client]`). Pages are followed transparently. Errors raise `CohortAPIError(status, message)`.
+`create_run`, `wait` and `download_adapter` queue a run as the launch form would, follow it, and
+fetch the adapter it trained (what `cohort.dspy.MMGRPO(client=...)` does).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 PAGE_SIZE = 500  # the API's largest page
 DATE_COLUMNS = ("created_at", "started_at", "finished_at")
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 
 
 class CohortAPIError(Exception):
     """A request the API refused (`status`: the HTTP status, 0 when the server could not be reached)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, errors: dict[str, list[str]] | None = None):
         super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
+        self.errors = errors or {}  # a refused run creation: field -> what is wrong with it
 
 
 class Client:
@@ -49,12 +57,21 @@ class Client:
         """The decoded JSON of `GET /api/<path>` (`params`: a mapping or (name, value) pairs)."""
         items = list(params.items() if isinstance(params, Mapping) else params or [])
         query = urllib.parse.urlencode([(k, v) for k, v in items if v is not None])
-        url = urllib.parse.urljoin(self.url, "api/" + path.lstrip("/")) + (f"?{query}" if query else "")
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}",
-                                                       "Accept": "application/json"})
+        return json.loads(self._send("GET", path + (f"?{query}" if query else "")).decode("utf-8"))
+
+    def post(self, path: str, body: Any) -> Any:
+        """The decoded JSON answer of `POST /api/<path>` with `body` as JSON."""
+        return json.loads(self._send("POST", path, json.dumps(body).encode("utf-8")).decode("utf-8"))
+
+    def _send(self, method: str, path: str, data: bytes | None = None) -> bytes:
+        url = urllib.parse.urljoin(self.url, "api/" + path.lstrip("/"))
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read().decode("utf-8"))
+                return response.read()
         except urllib.error.HTTPError as exc:
             raise _api_error(exc) from None
         except urllib.error.URLError as exc:
@@ -92,6 +109,41 @@ class Client:
     def run(self, run_id: int) -> dict:
         """The run as the API gives it: its full config and a `summary` dict."""
         return self.get(f"runs/{int(run_id)}/")
+
+    def create_run(self, task: str, *, config: Mapping[str, Any] | None = None, program: str | None = None,
+                   name: str = "", tags: Iterable[str] = (), notes: str = "", preset: str | None = None,
+                   program_state: Mapping[str, Any] | None = None) -> dict:
+        """Queues a run of `task` as the launch form would (its defaults, then `config`), with the same
+        checks: a refused setting, limit or model raises CohortAPIError(400) naming the field. Returns
+        the queued run as `run()` gives it. `program_state`: a DSPy program's saved state to train from."""
+        body = {"task": task, "program": program, "name": name, "tags": list(tags), "notes": notes,
+                "preset": preset, "config": dict(config or {}), "program_state": program_state}
+        return self.post("runs/", {k: v for k, v in body.items() if v is not None})
+
+    def wait(self, run_id: int, *, timeout: float | None = None, poll_s: float = 2.0) -> dict:
+        """Polls the run until it is no longer queued or running (succeeded, failed, cancelled,
+        interrupted); returns it. TimeoutError after `timeout` seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = self.run(run_id)
+            if run["state"] in FINAL_STATES:
+                return run
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} is still {run['state']} after {timeout:.0f} s")
+            time.sleep(poll_s)
+
+    def download_adapter(self, run_id: int, folder: str | Path) -> Path:
+        """Unpacks the LoRA adapter a succeeded run trained (PEFT format) into `folder`; returns it."""
+        data = self._send("GET", f"runs/{int(run_id)}/adapter/")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for member in archive.infolist():
+                target = (folder / member.filename).resolve()
+                if not target.is_relative_to(folder.resolve()):  # never write outside the folder
+                    raise CohortAPIError(0, f"the adapter archive names a file outside it: {member.filename!r}")
+                archive.extract(member, folder)
+        return folder
 
     # --- metrics ------------------------------------------------------------------------------
 
@@ -151,13 +203,14 @@ def _flatten(config: dict, prefix: str = "") -> dict:
 
 def _api_error(exc: urllib.error.HTTPError) -> CohortAPIError:
     try:
-        detail = json.loads(exc.read().decode("utf-8")).get("detail")
+        body = json.loads(exc.read().decode("utf-8"))
+        detail, errors = body.get("detail"), body.get("errors")
     except (ValueError, AttributeError, UnicodeDecodeError):
-        detail = None
+        detail, errors = None, None
     if exc.code == 401:
         message = f"token rejected ({detail})" if detail else "token rejected"
     elif exc.code == 404:
         message = "no such run" if detail in (None, "No such run.") else f"not found: {detail}"
     else:
         message = detail or exc.reason or "request failed"
-    return CohortAPIError(exc.code, str(message))
+    return CohortAPIError(exc.code, str(message), errors if isinstance(errors, dict) else None)

@@ -59,26 +59,43 @@ class MMGRPO(Teleprompter):
     JSON fallback; ``trainer.dspy.adapters.MarkerFallbackAdapter`` for small models). ``run_dir`` keeps
     the run (a new temporary folder per compile when None). Every other keyword is a ``RunConfig``
     field, checked here.
+
+    With ``client`` (a ``cohort.client.Client``), the run is queued on that server instead, as the
+    token's owner, with the launch form's checks (limits, model allow-list): it trains the server's
+    registered ``program`` (default: the task's) on the rows of its ``task``, from the student's
+    current instructions and demos, with the task's rewards (or ``rewards=[...]``); it is live in the
+    dashboard like any run, and ``compile`` returns when it ends, with its adapter downloaded.
     """
 
-    def __init__(self, metric: Callable[..., Any], *, model: str | None = None, adapter: Any = None,
+    def __init__(self, metric: Callable[..., Any] | None = None, *, model: str | None = None, adapter: Any = None,
                  run_dir: str | Path | None = None, name: str | None = None, verbose: bool = False,
-                 **config: Any):
+                 client: Any = None, task: str | None = None, program: str | None = None,
+                 timeout: float | None = None, **config: Any):
         super().__init__()
-        for reserved in ("program", "rewards", "train_data", "dev_data", "program_state"):
-            if reserved in config:
-                raise TypeError(f"MMGRPO sets {reserved} itself (from the student, the metric and the sets "
-                                "given to compile)")
+        reserved = ("program", "train_data", "dev_data", "program_state") + (() if client else ("rewards",))
+        for key in reserved:
+            if key in config:
+                raise TypeError(f"MMGRPO sets {key} itself (from the student, the metric and the sets given to "
+                                "compile)")
+        if client is None and metric is None:
+            raise TypeError("MMGRPO needs the metric to train in this process (with a client the server task's "
+                            "rewards are used)")
+        if client is not None and not task:
+            raise TypeError("with a client, name the server's task to train on: task='...'")
         self.metric, self.model, self.adapter, self.name, self.verbose = metric, model, adapter, name, verbose
+        self.client, self.task, self.program, self.timeout = client, task, program, timeout
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.config = {**DEFAULTS, **config}
         RunConfig.from_dict({**self.config, "model": model or "builtin:tiny"})  # a bad field fails now
         self.last_run_dir: Path | None = None
+        self.last_run: dict | None = None  # the server's run, with a client
 
     def compile(self, student: dspy.Module, *, trainset: list[dspy.Example],
                 valset: list[dspy.Example] | None = None) -> dspy.Module:
         """Trains ``student``'s weights on ``trainset`` (evaluating on ``valset`` when ``eval_every`` is
-        set) and returns a copy of it whose predictors sample with the trained adapter."""
+        set) and returns a copy of it whose predictors sample with the trained adapter. With a client the
+        server trains on its task's rows (``trainset`` and ``valset`` stay here: name the task that holds
+        them)."""
         if not trainset:
             raise ValueError("trainset is empty")
         base_lm = self._student_lm(student)
@@ -86,6 +103,17 @@ class MMGRPO(Teleprompter):
         model = self.model or base_lm.cohort_model
         run_dir = self.run_dir or Path(tempfile.mkdtemp(prefix="cohort-mmgrpo-"))
         run_dir.mkdir(parents=True, exist_ok=True)
+        if self.client is not None:
+            adapter = self._train_on_server(student, model, run_dir)
+        else:
+            adapter = self._train_here(student, model, run_dir, base_lm, trainset, valset)
+        self.last_run_dir = run_dir
+        trained = _copy_without_lms(student)
+        trained.set_lm((base_lm or CohortLM(model)).with_adapter(adapter))
+        trained._compiled = True
+        return trained
+
+    def _train_here(self, student, model: str, run_dir: Path, base_lm: CohortLM | None, trainset, valset) -> Path:
         inputs = _input_keys(trainset)
         name = self.name or _slug(type(student).__name__)
         program = DSPyProgram(_copy_without_lms(student), name=name, inputs=inputs,
@@ -97,12 +125,23 @@ class MMGRPO(Teleprompter):
             "dev_data": str(_write_jsonl(run_dir / "data" / "dev.jsonl", valset)) if valset else "",
         })
         cache = base_lm.model_cache_dir if base_lm is not None else None
-        adapter = _train(config, run_dir, program, verbose=self.verbose, model_cache_dir=cache)
-        self.last_run_dir = run_dir
-        trained = _copy_without_lms(student)
-        trained.set_lm((base_lm or CohortLM(model)).with_adapter(adapter))
-        trained._compiled = True
-        return trained
+        return _train(config, run_dir, program, verbose=self.verbose, model_cache_dir=cache)
+
+    def _train_on_server(self, student, model: str, run_dir: Path) -> Path:
+        """Queues the run on the server (the student's saved state as its program_state), follows it
+        until it ends and downloads its adapter into `run_dir`."""
+        state_file = run_dir / "program_state.json"
+        _copy_without_lms(student).save(str(state_file))
+        run = self.client.create_run(
+            self.task, program=self.program, name=self.name or f"{type(student).__name__} (cohort.dspy)",
+            tags=["cohort.dspy"], config={**self.config, "model": model},
+            program_state=json.loads(state_file.read_text(encoding="utf-8")))
+        run = self.client.wait(run["id"], timeout=self.timeout)
+        self.last_run = run
+        if run["state"] != "succeeded":
+            error = run["summary"]["error"]
+            raise RuntimeError(f"run {run['id']} on the server ended {run['state']}" + (f": {error}" if error else ""))
+        return self.client.download_adapter(run["id"], run_dir / "adapter")
 
     @staticmethod
     def _student_lm(student: dspy.Module) -> CohortLM | None:

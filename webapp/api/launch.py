@@ -8,20 +8,29 @@ field-by-field errors.
 
 Only `task` is required. The config starts from the values the page would start from (the program's
 suggestions, the task's rewards, the preset) and the body's `config` overrides them key by key.
+`program_state` is a DSPy program's saved state (the JSON its `save()` writes: prompt-optimized
+instructions and demos); it is stored where the workers read it and becomes the run's `program_state`,
+so the server trains the program as the client optimized it (cohort.dspy.MMGRPO with a client).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
 from webapp.runs.launch import config_defaults
 from webapp.runs.models import Task
 from webapp.runs.params import BadParam
 
-BODY_KEYS = ("task", "program", "name", "tags", "notes", "preset", "config")
+BODY_KEYS = ("task", "program", "name", "tags", "notes", "preset", "config", "program_state")
+PROGRAM_STATES_DIR = "program-states"  # under COHORT_RUNS_DIR, which the web server shares with workers
 CONFIG_NAMES = frozenset(f.name for f in CONFIG_FIELDS)
 
 
@@ -61,6 +70,8 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     except ValueError as exc:
         raise LaunchRefused({"preset": [str(exc)]}) from None
     values.update(config)
+    if body.get("program_state") is not None:
+        values["program_state"] = str(_store_program_state(body["program_state"]))
     data = {"task": task.pk, "program": program, "name": texts["name"], "notes": texts["notes"],
             "tags": ", ".join(tags)}
     form = RunLaunchForm(data=data, user=user)
@@ -72,6 +83,22 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     if not form.is_valid():
         raise LaunchRefused({field: list(messages) for field, messages in form.errors.items()})
     return form
+
+
+def _store_program_state(state: Any) -> Path:
+    """The state's file (named by its content's hash, so the same state is stored once)."""
+    if not isinstance(state, dict) or not state:
+        raise LaunchRefused({"program_state": ["'program_state' must be the JSON object a DSPy program's "
+                                               "save() writes."]})
+    text = json.dumps(state, sort_keys=True, ensure_ascii=False)
+    folder = Path(settings.COHORT_RUNS_DIR) / PROGRAM_STATES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+    if not path.exists():
+        staged = path.with_suffix(f".tmp-{os.getpid()}")
+        staged.write_text(text, encoding="utf-8")
+        os.replace(staged, path)  # a reader never sees half a file
+    return path
 
 
 def _holds_nul(value: Any) -> bool:

@@ -156,6 +156,8 @@ class RunCreateSerializer(serializers.Serializer):
     config = serializers.DictField(required=False, help_text=(
         "Run settings (launch form field names) over the page's defaults: the program's suggestions, the "
         "task's rewards, the preset."))
+    program_state = serializers.DictField(required=False, allow_null=True, help_text=(
+        "A DSPy program's saved state (what its save() writes), trained from: its optimized prompts."))
 
 
 class LaunchErrorSerializer(ErrorSerializer):

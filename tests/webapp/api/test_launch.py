@@ -3,6 +3,7 @@ script passes the launch form's checks (settings, limits, the model allow-list) 
 field, is the token owner's, and a succeeded run's adapter downloads as a zip to its owner only."""
 
 import io
+import json
 import zipfile
 
 import pytest
@@ -36,6 +37,21 @@ def test_a_token_queues_a_run_of_its_owner_with_the_pages_defaults_and_the_bodys
     assert run.config["steps"] == 3 and run.config["group_size"] == 2 and run.config["learning_rate"] == 2e-5
     assert run.config["gdpo_batch_norm"] is False  # a checkbox the page would leave unticked
     assert [r["name"] for r in run.config["rewards"]] == [r["name"] for r in toy_task.rewards]  # the task's
+
+
+def test_a_dspy_program_state_in_the_body_becomes_the_runs_program_state(api_client, owner, toy_task,  # noqa: F811
+                                                                         settings, tmp_path):
+    settings.COHORT_RUNS_DIR = tmp_path / "runs"
+    state = {"solve.predict": {"demos": [], "signature": {"instructions": "Add them."}},
+             "metadata": {"dependency_versions": {"dspy": "3.4.1"}}}
+    first = post(api_client(owner), {"task": "toy", "program_state": state, "config": {"steps": 2}})
+    second = post(api_client(owner), {"task": "toy", "program_state": state, "config": {"steps": 2}})
+    assert first.status_code == second.status_code == 201, first.json()
+    path = first.json()["config"]["program_state"]
+    assert path == second.json()["config"]["program_state"]  # one file per distinct state
+    assert path.startswith(str(tmp_path / "runs" / "program-states")) and json.loads(open(path).read()) == state
+    refused = post(api_client(owner), {"task": "toy", "program_state": ["not", "a", "state"]})
+    assert refused.status_code == 400 and "program_state" in refused.json()["errors"]
 
 
 def test_every_refusal_names_its_field_and_queues_nothing(api_client, owner, toy_task):  # noqa: F811

@@ -1,0 +1,111 @@
+"""`cohort.dspy.MMGRPO(client=...)` against a real server (issue 26, item 1): the real ASGI app
+(daphne) and a real Celery worker train the test plugin's DSPy program on the real SmolLM2, from the
+prompts the client optimized; `compile` returns the program on the adapter it downloaded. The run is
+the token owner's, a stranger cannot see it or its adapter, and an over-limit run is refused."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import pytest
+
+from cohort.client import Client, CohortAPIError
+from cohort.dspy import MMGRPO, CohortLM
+from tests.conftest import asgi_server_process, service_env
+from trainer.dspy.adapters import MarkerFallbackAdapter
+from trainer.programs import program_info
+from webapp.api.services import token_create
+from webapp.datasets.kinds import program_dataset_kind
+from webapp.datasets.models import Dataset
+from webapp.datasets.services import ImportOptions, SourceFile, dataset_import
+from webapp.limits.models import LimitOverride
+from webapp.runs.catalog import programs_sync
+from webapp.runs.models import ModuleCall, Program, Run, Task
+from webapp.runs.services import run_directory
+from webapp.runs.texts import fill_call_texts
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_plugins")]
+
+MODEL = "builtin:smollm2-135m-instruct"
+INSTRUCTION = "Write one short search query for the question."
+TINY = {"steps": 1, "group_size": 2, "rollouts_per_example": 2, "examples_per_step": 2, "max_new_tokens": 8,
+        "max_context_length": 1024}
+
+
+@pytest.fixture
+def multihop_task(tmp_path):
+    """The test plugin's two-predictor DSPy program with a small dataset, as staff would set it up."""
+    programs_sync()
+    kind = program_dataset_kind(program_info("dspy_multihop"))
+    rows = tmp_path / "multihop.jsonl"
+    rows.write_text("".join(json.dumps({"id": f"m{i}", "question": q, "hops": 1, "answer": a}) + "\n"
+                            for i, (q, a) in enumerate([("Capital of France?", "Paris"), ("Color of the sky?", "blue"),
+                                                        ("Two plus two?", "4"), ("Opposite of hot?", "cold")])))
+    dataset = Dataset.objects.create(name="multihop", kind=kind)
+    assert dataset_import(dataset, [SourceFile(str(rows), "multihop.jsonl")], ImportOptions(kind=kind)).ok
+    return Task.objects.create(name="multihop", title="Multi-hop", program=Program.objects.get(name="dspy_multihop"),
+                               dataset=dataset, rewards=program_info("dspy_multihop")["default_rewards"])
+
+
+@pytest.fixture
+def server(celery_worker_process, runs_dir, tmp_path, smollm2_in_model_cache):
+    """The real ASGI app sharing the worker's runs folder (where adapters are read from)."""
+    with asgi_server_process(tmp_path / "daphne.log", service_env(COHORT_RUNS_DIR=str(runs_dir))) as url:
+        yield url
+
+
+def student():
+    from cohort_dspy_plugin.program import MultiHop
+
+    program = MultiHop()
+    program.query.signature = program.query.signature.with_instructions(INSTRUCTION)  # what PO left behind
+    program.set_lm(CohortLM(MODEL, max_tokens=8))
+    return program
+
+
+def trainset():
+    return [dspy.Example(question="Capital of France?", hops=1, answer="Paris").with_inputs("question", "hops")]
+
+
+def test_compile_with_a_client_trains_on_the_server_and_returns_the_downloaded_adapter(
+        server, multihop_task, owner, stranger, runs_dir, tmp_path):
+    key = token_create(user=owner, name="notebook")[1]
+    optimizer = MMGRPO(client=Client(server, key), task="multihop", model=MODEL, run_dir=tmp_path / "client",
+                       timeout=900, **TINY)
+    trained = optimizer.compile(student(), trainset=trainset())
+
+    run = Run.objects.get(pk=optimizer.last_run["id"])
+    assert run.owner == owner and run.state == Run.State.SUCCEEDED and run.tags == ["cohort.dspy"]
+    assert run.task == multihop_task and run.config["model"] == MODEL and run.config["steps"] == 1
+    saved = json.loads(open(run.config["program_state"], encoding="utf-8").read())
+    assert saved["query"]["signature"]["instructions"] == INSTRUCTION
+    calls = list(ModuleCall.objects.filter(rollout__run=run, module="query"))
+    fill_call_texts(calls)  # the texts are stored compressed beside the calls
+    prompts = [json.dumps(c.messages) for c in calls]
+    assert prompts and all(INSTRUCTION in p for p in prompts)  # the server trained the optimized prompts
+
+    lm = trained.query.lm
+    assert isinstance(lm, CohortLM) and lm.adapter == str((tmp_path / "client" / "adapter").resolve())
+    server_adapter = run_directory(run.pk) / "adapter"
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        assert (tmp_path / "client" / "adapter" / name).read_bytes() == (server_adapter / name).read_bytes()
+    with dspy.context(adapter=MarkerFallbackAdapter()):  # as the server's program reads small models
+        assert isinstance(trained(question="Capital of Italy?", hops=1).answer, str)
+
+    other = Client(server, token_create(user=stranger, name="theirs")[1])
+    for call in (lambda: other.run(run.pk), lambda: other.download_adapter(run.pk, tmp_path / "stolen")):
+        with pytest.raises(CohortAPIError) as refused:
+            call()
+        assert refused.value.status == 404
+    assert not (tmp_path / "stolen").exists()
+
+
+def test_a_run_over_the_owners_limit_is_refused_by_the_server(server, multihop_task, owner, tmp_path):
+    LimitOverride.objects.create(user=owner, tokens_per_run=10)
+    optimizer = MMGRPO(client=Client(server, token_create(user=owner, name="nb")[1]), task="multihop",
+                       model=MODEL, run_dir=tmp_path / "client", **TINY)
+    with pytest.raises(CohortAPIError) as refused:
+        optimizer.compile(student(), trainset=trainset())
+    assert refused.value.status == 400 and "your limit is 10" in refused.value.errors["steps"][0]
+    assert not Run.objects.exists()
