@@ -25,3 +25,27 @@ def test_login_lands_on_runs_and_logout_returns_to_login(page, screenshot, asgi_
 
     page.click("text=Log out")
     page.wait_for_url(f"{asgi_server}/login/")
+
+
+def test_a_guessed_password_locks_the_login_with_a_page_that_says_why(page, screenshot, asgi_server, make_user):
+    """django-axes (issue 25, item 2), as a person meets it: the Nth wrong password shows the lockout
+    page, and the right password is refused there until the lock ends."""
+    from django.conf import settings
+
+    make_user("alice", password="a-long-test-password")
+    for attempt in range(settings.AXES_FAILURE_LIMIT):
+        page.goto(f"{asgi_server}/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", f"guess-{attempt}")
+        page.click("button[type=submit]")
+        page.wait_for_load_state()
+    assert page.inner_text("h1") == "Too many failed logins"
+    assert f"After {settings.AXES_FAILURE_LIMIT} wrong passwords for alice" in page.inner_text("[role=alert]")
+    screenshot("login-locked")
+
+    page.click("text=Back to the login page")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "a-long-test-password")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert page.inner_text("h1") == "Too many failed logins" and page.locator(".who").count() == 0
