@@ -40,6 +40,7 @@ from dspy.teleprompt import Teleprompter
 from trainer.config import RunConfig
 from trainer.dspy import DSPyProgram, dspy_metric
 from trainer.dspy.local_lm import CohortLM
+from trainer.dspy.program import copy_without_lms
 
 __all__ = ["MMGRPO", "CohortLM"]
 
@@ -108,7 +109,7 @@ class MMGRPO(Teleprompter):
         else:
             adapter = self._train_here(student, model, run_dir, base_lm, trainset, valset)
         self.last_run_dir = run_dir
-        trained = _copy_without_lms(student)
+        trained = copy_without_lms(student)
         trained.set_lm((base_lm or CohortLM(model)).with_adapter(adapter))
         trained._compiled = True
         return trained
@@ -116,7 +117,7 @@ class MMGRPO(Teleprompter):
     def _train_here(self, student, model: str, run_dir: Path, base_lm: CohortLM | None, trainset, valset) -> Path:
         inputs = _input_keys(trainset)
         name = self.name or _slug(type(student).__name__)
-        program = DSPyProgram(_copy_without_lms(student), name=name, inputs=inputs,
+        program = DSPyProgram(copy_without_lms(student), name=name, inputs=inputs,
                               adapter=self.adapter or dspy.settings.adapter)
         reward = _register_metric(self.metric, inputs)
         config = RunConfig.from_dict({
@@ -131,7 +132,7 @@ class MMGRPO(Teleprompter):
         """Queues the run on the server (the student's saved state as its program_state), follows it
         until it ends and downloads its adapter into `run_dir`."""
         state_file = run_dir / "program_state.json"
-        _copy_without_lms(student).save(str(state_file))
+        copy_without_lms(student).save(str(state_file))
         run = self.client.create_run(
             self.task, program=self.program, name=self.name or f"{type(student).__name__} (cohort.dspy)",
             tags=["cohort.dspy"], config={**self.config, "model": model},
@@ -175,20 +176,6 @@ def _train(config: RunConfig, run_dir: Path, program: DSPyProgram, *, verbose: b
         return run_dir / FINAL_ADAPTER_DIR
     finally:
         trainer.close()
-
-
-def _copy_without_lms(student: dspy.Module) -> dspy.Module:
-    """A deep copy of the program's instructions, demos and code, sharing no LM with the original
-    (an LM holds a loaded model, which a deep copy would duplicate)."""
-    predictors = student.predictors()
-    lms = [p.lm for p in predictors]
-    try:
-        for predictor in predictors:
-            predictor.lm = None
-        return student.deepcopy()
-    finally:
-        for predictor, lm in zip(predictors, lms, strict=True):
-            predictor.lm = lm
 
 
 def _input_keys(examples: Sequence[dspy.Example]) -> tuple[str, ...] | None:

@@ -39,6 +39,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", 
 Strategy = Literal["grpo", "mmgrpo", "mhgpo"]
 Sampling = Literal["is", "fof", "rr"]
 Estimator = Literal["grpo", "grpo_batch_std", "grpo_no_std", "gdpo"]
+PromptOptimizer = Literal["none", "mipro_light", "mipro_medium", "gepa"]
 
 
 class ConfigError(ValueError):
@@ -127,6 +128,17 @@ class RunConfig:
     program_state: str | None = field(default=None, metadata=_meta(
         "A DSPy program's state saved with its save() after prompt optimization (MIPROv2, GEPA: the "
         "optimized instructions and demos), loaded before training. DSPy programs only.", "task"))
+    prompt_optimizer: PromptOptimizer = field(default="none", metadata=_meta(
+        "Optimize prompts first (DSPy programs): phase 1 runs DSPy's MIPROv2 (auto budget light or medium) "
+        "or GEPA on the train split, scored by the run's rewards; phase 2 trains the weights of the "
+        "optimized program (BetterTogether, MMGRPO paper Sec. 4). 'none': train the prompts as they are.",
+        "prompts"))
+    prompt_optimizer_model: str | None = field(default=None, metadata=_meta(
+        "The model that proposes instructions (and reflects, for GEPA). Empty: the policy model itself, "
+        "sampled by the run's backend.", "prompts"))
+    prompt_optimizer_trials: int = field(default=0, metadata=_meta(
+        "Phase 1's budget: MIPROv2 trials (and instruction candidates), GEPA metric calls per dev example. "
+        "0: the optimizer's own budget for 'light' / 'medium' (GEPA: light).", "prompts"))
 
     # --- strategy --------------------------------------------------------------------------
     strategy: Strategy = field(default="grpo", metadata=_meta(
@@ -264,7 +276,7 @@ class RunConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
         for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed", "keep_rollouts_last_steps",
-                     "keep_rollouts_every", "gradient_accumulation_steps"):
+                     "keep_rollouts_every", "gradient_accumulation_steps", "prompt_optimizer_trials"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")

@@ -131,6 +131,13 @@ class Trainer:
         self.attempt = attempt
         self.program = program if program is not None else get_program(config.program, **self._program_options())
         config.check_program_agents(list(self.program.agents))
+        if config.prompt_optimizer != "none":
+            if not getattr(self.program, "optimizes_prompts", False):
+                raise ConfigError("prompt_optimizer", f"program {config.program!r} is not a DSPy program; its prompts "
+                                  "cannot be optimized first: leave prompt_optimizer at 'none'.")
+            if ranks.distributed:
+                raise ConfigError("prompt_optimizer", "optimizing prompts first runs in one process: set "
+                                  "num_processes to 1, or optimize first and pass the result as program_state.")
         if config.program_state and getattr(self.program, "state_path", None) != config.program_state:
             raise ConfigError("program_state", f"program {config.program!r} does not load a saved DSPy state; "
                               "leave program_state empty for it.")
@@ -409,6 +416,10 @@ class Trainer:
                              gpus=visible_gpus(self.device, self.ranks), processes=self.ranks.world)
         main = self.ranks.is_main
         try:
+            if c.prompt_optimizer != "none":  # phase 1 (BetterTogether); a resumed run reloads its result
+                from trainer.dspy.prompt_phase import run_prompt_phase
+
+                run_prompt_phase(self)
             while self.step < c.steps:
                 if main:
                     self.gate.wait_for(self.step + 1, self.reporter.should_stop)

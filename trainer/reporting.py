@@ -27,6 +27,9 @@ class Reporter(Protocol):
     def should_stop(self) -> bool:
         """Cooperative cancellation, checked at step boundaries."""
 
+    def prompts(self, event: dict[str, Any]) -> None:
+        """Phase 1 of a run that optimizes prompts first: {"event": "started" | "trial" | "chosen", ...}."""
+
 
 class JsonlReporter:
     """Appends events to a JSONL file, flushed and fsynced per event (the log is the source the
@@ -62,6 +65,9 @@ class JsonlReporter:
     def should_stop(self) -> bool:
         return bool(self.stop_file and self.stop_file.exists())
 
+    def prompts(self, event: dict[str, Any]) -> None:
+        self._write({"type": "prompts", **event})
+
 
 class SilentReporter:
     """The reporter of a rank other than 0 in a many-process run: rank 0 reports for the run, and its
@@ -75,6 +81,9 @@ class SilentReporter:
 
     def should_stop(self) -> bool:
         return False
+
+    def prompts(self, event: dict[str, Any]) -> None:
+        pass
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

@@ -65,8 +65,8 @@ def test_plugin_programs_are_registered_with_their_metadata():
         "dataset_kind": None, "example_fields": ["question", "answer"],
         "default_rewards": [{"name": "demo_overlap", "weight": 1.0, "params": {}},
                             {"name": "demo_len", "weight": 1.0, "params": {"limit": 20}}],
-        "needs_corpus": False, "generates_examples": False, "suggested_config": None, "model_suggestions": None,
-        "distribution": "cohort-demo-plugin 0.1.0"}
+        "needs_corpus": False, "optimizes_prompts": False, "generates_examples": False, "suggested_config": None,
+        "model_suggestions": None, "distribution": "cohort-demo-plugin 0.1.0"}
     assert "demo_echo" in PROGRAMS and "demo_echo" in {p["name"] for p in list_programs()}
     program = get_program("demo_echo", corpus_path="ignored.jsonl")  # options it does not take are left out
     state = program.start({"question": "say apple", "answer": "apple"})

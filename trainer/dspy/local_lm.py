@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from trainer.dspy.lm import request_messages
 
-__all__ = ["CohortLM"]
+__all__ = ["CohortLM", "SamplerEngine", "backend_sampler"]
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -53,7 +55,7 @@ class _Loaded:
             base = PeftModel.from_pretrained(base, adapter)
         base.eval()
         self.backend = HFBackend(base, self.tokenizer, batch_size=16)
-        self.lock = threading.Lock()
+        self.sampler = backend_sampler(self.backend, self.tokenizer, "chat", threading.Lock())
 
     @classmethod
     def get(cls, model: str, adapter: str | None, device: str, model_cache_dir: str | None) -> _Loaded:
@@ -64,37 +66,57 @@ class _Loaded:
             return cls._cache[key]
 
 
-class _BackendEngine:
-    """Answers each DSPy request with one sample from the local model."""
+class SamplerEngine:
+    """A DSPy engine answering each request with one sample of ``sample(messages, temperature,
+    max_tokens) -> trainer.backends.Sample``; the defaults apply where the request sets none."""
 
-    def __init__(self, model: str, adapter: str | None, device: str, model_cache_dir: str | None,
-                 default_temperature: float, default_max_tokens: int, seed: int):
-        self.model, self.adapter, self.device = model, adapter, device
-        self.model_cache_dir = model_cache_dir
+    def __init__(self, sample: Callable[..., Any], default_temperature: float, default_max_tokens: int):
+        self.sample = sample
         self.default_temperature, self.default_max_tokens = default_temperature, default_max_tokens
-        self._seeds = itertools.count(seed)
 
     def complete(self, request) -> Response:
-        from trainer.prompts import render_prompt
-
-        loaded = _Loaded.get(self.model, self.adapter, self.device, self.model_cache_dir)
         config = getattr(request, "config", None)
         temperature = getattr(config, "temperature", None)
         max_tokens = getattr(config, "max_tokens", None)
-        prompt = render_prompt(loaded.tokenizer, request_messages(request), "chat")
-        with loaded.lock:
-            [[sample]] = loaded.backend.generate(
-                [prompt], 1, temperature=self.default_temperature if temperature is None else temperature,
-                max_new_tokens=max_tokens or self.default_max_tokens, seed=next(self._seeds) % (2**31))
+        sample = self.sample(request_messages(request),
+                             self.default_temperature if temperature is None else temperature,
+                             max_tokens or self.default_max_tokens)
         usage = Usage(input_tokens=0, output_tokens=len(sample.token_ids), total_tokens=len(sample.token_ids))
         return Response(id=None, model=request.model, message=Message.assistant([TextPart(sample.text)]),
                         finish_reason="stop", usage=usage)
 
     def stream(self, request):
-        raise NotImplementedError("CohortLM samples whole completions; streaming is not supported")
+        raise NotImplementedError("Cohort samples whole completions; streaming is not supported")
 
     def close(self) -> None:
         pass
+
+
+def backend_sampler(backend: Any, tokenizer: Any, prompt_format: str, lock: threading.Lock, *,
+                    seed: int = 0) -> Callable[..., Any]:
+    """``sample(messages, temperature, max_tokens)`` on a loaded sampling backend (HF or vLLM), with the
+    prompt rendered as the trainer renders it; one call at a time."""
+    from trainer.prompts import render_prompt
+
+    seeds = itertools.count(seed)
+
+    def sample(messages, temperature: float, max_tokens: int):
+        prompt = render_prompt(tokenizer, messages, prompt_format)
+        with lock:
+            [[one]] = backend.generate([prompt], 1, temperature=temperature, max_new_tokens=max_tokens,
+                                       seed=next(seeds) % (2**31))
+        return one
+
+    return sample
+
+
+def _loaded_sampler(model: str, adapter: str | None, device: str, model_cache_dir: str | None, seed: int):
+    """A sampler that loads (model, adapter, device) on its first call, once per process."""
+    def sample(messages, temperature: float, max_tokens: int):
+        loaded = _Loaded.get(model, adapter, device, model_cache_dir)
+        return loaded.sampler(messages, temperature, max_tokens)
+
+    return sample
 
 
 class CohortLM(dspy.LM):
@@ -111,8 +133,8 @@ class CohortLM(dspy.LM):
         adapter = str(Path(adapter).resolve()) if adapter is not None else None
         if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
             raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
-        engine = _BackendEngine(model, adapter, device, str(model_cache_dir) if model_cache_dir else None,
-                                temperature, max_tokens, seed)
+        sample = _loaded_sampler(model, adapter, device, str(model_cache_dir) if model_cache_dir else None, seed)
+        engine = SamplerEngine(sample, temperature, max_tokens)
         name = f"cohort/{model}" + (f"@{adapter}" if adapter else "")
         super().__init__(name, engine=engine, cache=cache, temperature=temperature, max_tokens=max_tokens)
         self.cohort_model, self.adapter, self.device = model, adapter, device

@@ -34,7 +34,21 @@ from trainer.dspy.rollout import Finished, Pending, Raised, RecordedCall, Rollou
 from trainer.sampling import StepResult
 from trainer.trajectory import jsonable
 
-__all__ = ["DSPyProgram", "DSPyState"]
+__all__ = ["DSPyProgram", "DSPyState", "copy_without_lms"]
+
+
+def copy_without_lms(module: dspy.Module) -> dspy.Module:
+    """A deep copy of a program's instructions, demos and code, sharing no LM with the original (an LM
+    may hold a loaded model, which a deep copy would duplicate); the original keeps its LMs."""
+    predictors = module.predictors()
+    lms = [p.lm for p in predictors]
+    try:
+        for predictor in predictors:
+            predictor.lm = None
+        return module.deepcopy()
+    finally:
+        for predictor, lm in zip(predictors, lms, strict=True):
+            predictor.lm = lm
 
 
 class _Live:
@@ -139,6 +153,14 @@ class DSPyProgram:
         ) + ("[[ ## completed ## ]]",)
         self.adapter = adapter if adapter is not None else dspy.ChatAdapter(use_json_adapter_fallback=False)
         self.timeout = timeout
+        self.optimizes_prompts = True  # DSPy's prompt optimizers can run as a run's phase 1
+
+    def load_state_file(self, path: str | Path) -> None:
+        """Loads a state saved with DSPy's save() (phase 1's optimized prompts) into the program; the
+        predictors stay bound to the policy (DSPy's load resets each predictor's LM)."""
+        self.module.load(str(path))
+        for agent, predictor in self.module.named_predictors():
+            predictor.lm = PolicyLM(agent)
 
     def _forward_parameters(self) -> tuple[str, ...]:
         # Through the class: DSPy warns when a module's ``forward`` is read on the instance.

@@ -50,6 +50,8 @@ def _info(name: str, source: Any, distribution: str) -> dict[str, Any]:
         "example_fields": list(getattr(source, "example_fields", None) or ()),
         "default_rewards": [dict(r) for r in getattr(source, "default_rewards", None) or ()],
         "needs_corpus": bool(getattr(source, "needs_corpus", False)),
+        # a DSPy program (trainer.dspy.DSPyProgram): DSPy's prompt optimizers can run as phase 1
+        "optimizes_prompts": bool(getattr(source, "optimizes_prompts", False)),
         "generates_examples": callable(getattr(source, "generate_examples", None)),
         "suggested_config": dict(getattr(source, "suggested_config", None) or {}),
         # model id -> the settings measured to learn with that model (e.g. the real SmolLM2 on a CPU)

@@ -29,6 +29,7 @@ NOT_ON_FORM = {"program", "train_data", "dev_data", "corpus_data"}
 
 GROUP_TITLES = {
     "task": "Task and rewards",
+    "prompts": "Optimize prompts first (DSPy programs)",
     "strategy": "Strategy",
     "advantage": "Advantage estimator",
     "batch": "Batch shape",
