@@ -32,6 +32,7 @@ from webapp.limits.model_allowlist import trainer_environment
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.messages import StatusNotice, StepNotice, notice_send
 from webapp.runs.models import Run
+from webapp.runs.prompt_phase import run_record_prompt_events
 from webapp.runs.services import (
     run_directory,
     run_discard_steps_after,
@@ -152,6 +153,7 @@ class Supervisor:
                     run_discard_steps_after(self.run, attempt=int(event["attempt"]), step=int(event.get("step", 0)))
                     if "gpus" in event:  # what this attempt trains on (0: a CPU)
                         run_record_gpus(self.run.pk, int(event["gpus"]))
+            prompts = run_record_prompt_events(self.run.pk, [e for e in events if e.get("type") == "prompts"])
             stored = step_events_ingest(self.run, [e for e in events if e.get("type") == "step"])
         except outage_errors():  # an outage; any other error is a bug and fails the run
             log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)
@@ -160,6 +162,8 @@ class Supervisor:
         for event in events:
             if event.get("type") == "status" and event.get("state") != "running":
                 self.final_status = event
+        if prompts is not None:  # phase 1's progress: the page redraws its trials and chosen prompts
+            notify(self.run.pk, {"type": "prompts", "run": self.run.pk, **prompts})
         for metric in stored:
             notice: StepNotice = {"type": "step", "run": self.run.pk, "seq": metric.seq, "step": metric.step,
                                   "metrics": metric.metrics}

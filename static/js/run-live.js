@@ -413,6 +413,8 @@
       showState(notice.state, notice.current_step);
       document.getElementById("run-error").textContent = notice.error || "";
       refetch().then(loadHeatmaps); // the final steps may have been shipped after the last notice we saw
+    } else if (notice.type === "prompts") {
+      window.cohortPromptPhase?.render(notice);
     } else if (notice.type === "alert") {
       showAlert(notice);
       showAlertBadge(notice.badge);

@@ -13,15 +13,11 @@ import pytest
 from cohort.client import Client, CohortAPIError
 from cohort.dspy import MMGRPO, CohortLM
 from tests.conftest import asgi_server_process, service_env
+from tests.webapp.runs.factories import make_multihop_task
 from trainer.dspy.adapters import MarkerFallbackAdapter
-from trainer.programs import program_info
 from webapp.api.services import token_create
-from webapp.datasets.kinds import program_dataset_kind
-from webapp.datasets.models import Dataset
-from webapp.datasets.services import ImportOptions, SourceFile, dataset_import
 from webapp.limits.models import LimitOverride
-from webapp.runs.catalog import programs_sync
-from webapp.runs.models import ModuleCall, Program, Run, Task
+from webapp.runs.models import ModuleCall, Run
 from webapp.runs.services import run_directory
 from webapp.runs.texts import fill_call_texts
 
@@ -35,17 +31,7 @@ TINY = {"steps": 1, "group_size": 2, "rollouts_per_example": 2, "examples_per_st
 
 @pytest.fixture
 def multihop_task(tmp_path):
-    """The test plugin's two-predictor DSPy program with a small dataset, as staff would set it up."""
-    programs_sync()
-    kind = program_dataset_kind(program_info("dspy_multihop"))
-    rows = tmp_path / "multihop.jsonl"
-    rows.write_text("".join(json.dumps({"id": f"m{i}", "question": q, "hops": 1, "answer": a}) + "\n"
-                            for i, (q, a) in enumerate([("Capital of France?", "Paris"), ("Color of the sky?", "blue"),
-                                                        ("Two plus two?", "4"), ("Opposite of hot?", "cold")])))
-    dataset = Dataset.objects.create(name="multihop", kind=kind)
-    assert dataset_import(dataset, [SourceFile(str(rows), "multihop.jsonl")], ImportOptions(kind=kind)).ok
-    return Task.objects.create(name="multihop", title="Multi-hop", program=Program.objects.get(name="dspy_multihop"),
-                               dataset=dataset, rewards=program_info("dspy_multihop")["default_rewards"])
+    return make_multihop_task(tmp_path)
 
 
 @pytest.fixture

@@ -46,6 +46,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         notice: StatusNotice = event["notice"]
         await self.send_json(notice)
 
+    async def run_prompts(self, event):
+        await self.send_json(event["notice"])  # phase 1's record (webapp/runs/prompt_phase.py)
+
     async def run_alert(self, event):
         # Every watcher sees the alert row (the run page lists all its alerts); the badge is the
         # watcher's own count of unseen open alerts, as the topbar shows it on the next page load.

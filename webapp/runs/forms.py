@@ -255,6 +255,10 @@ class RunLaunchForm(forms.Form):
         except ValueError as exc:  # a reward's own parameters, for instance
             self.add_error("rewards" if "reward" in str(exc) else None, str(exc))
             return cleaned
+        if config.prompt_optimizer != "none" and not program_info(program.name).get("optimizes_prompts"):
+            self.add_error("prompt_optimizer", f"Program {program.name!r} is not a DSPy program: only a DSPy "
+                                               "program's prompts can be optimized first. Choose 'none'.")
+            return cleaned
         if self.user is not None:
             for error in limits_check_launch(self.user, config):
                 self.add_error(error.field, error.message)

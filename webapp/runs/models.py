@@ -139,6 +139,9 @@ class Run(models.Model):
     notes = models.TextField(blank=True)
     archived_at = models.DateTimeField(null=True, blank=True, help_text="Hidden from the runs table unless asked.")
     gpus = models.PositiveSmallIntegerField(default=0, help_text="CUDA devices the trainer used (0: CPU).")
+    prompt_optimization = models.JSONField(default=dict, blank=True, help_text=(
+        "Phase 1 of a run that optimizes prompts first: optimizer, phase, trials (score per evaluation) and "
+        "the chosen instructions and demos per module (webapp/runs/prompt_phase.py)."))
     storage_bytes = models.BigIntegerField(
         default=0, help_text="Stored size of the run's steps, rollouts, calls and groups (webapp/runs/retention.py).")
 

@@ -96,7 +96,10 @@ def _detail_context(run) -> dict:
         "step_url": reverse("runs:step", args=[run.pk, 0]),
         "max_points": MAX_POINTS_DEFAULT,
     }
-    return {"run": run, "live": live}
+    optimizes = (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
+    # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
+    prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
+    return {"run": run, "live": live, "prompt_phase": prompt_phase}
 
 
 @require_POST

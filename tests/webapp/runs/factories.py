@@ -13,3 +13,26 @@ def make_task(name: str = "toy-task") -> Task:
 
 def make_run(owner, *, state: str = Run.State.QUEUED, **fields) -> Run:
     return Run.objects.create(owner=owner, task=make_task(), config={"steps": 4}, state=state, total_steps=4, **fields)
+
+
+def make_multihop_task(directory) -> Task:
+    """The DSPy test plugin's two-predictor program (dspy_multihop) with four rows, as staff would set
+    it up (the test plugins must be installed: the `test_plugins` fixture)."""
+    import json
+
+    from trainer.programs import program_info
+    from webapp.datasets.kinds import program_dataset_kind
+    from webapp.datasets.models import Dataset
+    from webapp.datasets.services import ImportOptions, SourceFile, dataset_import
+    from webapp.runs.catalog import programs_sync
+
+    programs_sync()
+    kind = program_dataset_kind(program_info("dspy_multihop"))
+    rows = directory / "multihop.jsonl"
+    rows.write_text("".join(json.dumps({"id": f"m{i}", "question": q, "hops": 1, "answer": a}) + "\n"
+                            for i, (q, a) in enumerate([("Capital of France?", "Paris"), ("Color of the sky?", "blue"),
+                                                        ("Two plus two?", "4"), ("Opposite of hot?", "cold")])))
+    dataset = Dataset.objects.create(name="multihop", kind=kind)
+    assert dataset_import(dataset, [SourceFile(str(rows), "multihop.jsonl")], ImportOptions(kind=kind)).ok
+    return Task.objects.create(name="multihop", title="Multi-hop", program=Program.objects.get(name="dspy_multihop"),
+                               dataset=dataset, rewards=program_info("dspy_multihop")["default_rewards"])
