@@ -244,6 +244,9 @@ class RunConfig:
     # --- evaluation, checkpoints, seed -----------------------------------------------------
     eval_every: int = field(default=10, metadata=_meta("Evaluate on the dev split every N steps (0 = never).", "eval"))
     eval_size: int = field(default=64, metadata=_meta("Dev examples per evaluation.", "eval"))
+    eval_before: bool = field(default=False, metadata=_meta(
+        "Also evaluate before the first step (after phase 1, when prompts are optimized first), stored as "
+        "step 0: the program as it was before its weights trained (the Experiment page's baselines).", "eval"))
     checkpoint_every: int = field(default=10, metadata=_meta(
         "Write a resumable checkpoint every N steps (and at the end).", "eval"))
     seed: int = field(default=0, metadata=_meta("Seed of data order, sampling and initialization.", "eval"))

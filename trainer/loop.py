@@ -420,6 +420,9 @@ class Trainer:
                 from trainer.dspy.prompt_phase import run_prompt_phase
 
                 run_prompt_phase(self)
+            if c.eval_before and self.step == 0:  # the program before its weights train, as step 0
+                self.reporter.step(jsonable({"attempt": self.attempt, "step": 0, "metrics": self.evaluate(0),
+                                             "rollouts": [], "groups": []}))
             while self.step < c.steps:
                 if main:
                     self.gate.wait_for(self.step + 1, self.reporter.should_stop)

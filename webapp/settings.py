@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "webapp.api",
     "webapp.limits",
     "webapp.scheduling",
+    "webapp.experiments",
     "axes",
 ]
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("alerts/", include("webapp.alerts.urls")),
+    path("experiments/", include("webapp.experiments.urls")),
     path("api/", include("webapp.api.urls")),
     path("queue/", include("webapp.scheduling.urls")),
     path("", include("webapp.prefs.urls")),

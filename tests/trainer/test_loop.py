@@ -173,3 +173,21 @@ def test_a_succeeded_run_leaves_its_trained_adapter_in_the_run_folder(tmp_path, 
                                        tmp_path / FINAL_ADAPTER_DIR)
     trained = {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
     assert trained and all((loaded.state_dict()[k] == v).all() for k, v in trained.items())
+
+
+def test_eval_before_stores_the_untrained_programs_score_as_step_0_and_a_direct_evaluation_agrees(
+        tmp_path, tiny_model_path):
+    from trainer.config import RunConfig
+    from trainer.loop import Trainer
+    from trainer.reporting import JsonlReporter, read_events
+
+    config = RunConfig(program="toy", model=str(tiny_model_path), steps=1, group_size=2, rollouts_per_example=2,
+                       examples_per_step=1, max_new_tokens=4, checkpoint_every=0, eval_every=1, eval_size=4,
+                       eval_before=True)
+    trainer = Trainer(config, tmp_path / "run", JsonlReporter(tmp_path / "run" / "events.jsonl"))
+    assert trainer.run() == "succeeded"
+    steps = [e for e in read_events(tmp_path / "run" / "events.jsonl") if e["type"] == "step"]
+    assert [s["step"] for s in steps] == [0, 1]
+    assert steps[0]["rollouts"] == [] and set(steps[0]["metrics"]) >= {"eval/reward/mean"}
+    fresh = Trainer(config, tmp_path / "again", JsonlReporter(tmp_path / "again" / "events.jsonl"))
+    assert fresh.evaluate(0) == steps[0]["metrics"]  # the same code, seeds and weights: the same score

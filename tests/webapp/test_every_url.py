@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.alerts.models import AlertRule, Kind
 from webapp.api.services import token_create
+from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.runs.models import Group, ModuleCall, Rollout, Run
 from webapp.runs.services import run_directory
 
@@ -85,7 +86,9 @@ def world(make_user, settings, tmp_path):
     adapter = run_directory(finished.pk) / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "adapter_config.json").write_text("{}")
-    values = {"run_id": run.pk, "step": 1, "group_id": Group.objects.filter(run=run).first().pk,
+    experiment = Experiment.objects.create(owner=a, task=run.task, seeds=1, config={})
+    ExperimentRun.objects.create(experiment=experiment, run=run, kind=ExperimentRun.Kind.WEIGHTS, seed=0)
+    values = {"experiment_id": experiment.pk, "run_id": run.pk, "step": 1, "group_id": Group.objects.filter(run=run).first().pk,
               "call_id": call.pk, "example_id": rollout.example_id, "rule_id": rule.pk, "token_id": token.pk,
               "key": "run-charts"}
     return {"a": a, "b": b, "staff": staff, "values": values, "queued": queued, "finished": finished}
@@ -126,7 +129,8 @@ def test_every_url_is_filled_or_listed_with_a_reason():
         params = {m.group(2) for m in PARAMETER.finditer(route)}
         if name in PUBLIC or name in PER_USER or name in QUERY or name in UNKNOWN:
             continue
-        if not params or params - {"run_id", "step", "group_id", "call_id", "example_id", "rule_id", "token_id"}:
+        if not params or params - {"run_id", "step", "group_id", "call_id", "example_id", "rule_id", "token_id",
+                                   "experiment_id"}:
             unfilled.append((route, name))
     assert not unfilled, f"URLs the walker cannot fill: give each a filler or list it with its reason: {unfilled}"
     assert len(SITE) >= 40

@@ -6,6 +6,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from trainer.programs import PROGRAMS, program_info
+from webapp.experiments.selectors import experiments_of
 from webapp.runs import divergence, export, groups, inspect, present, series
 from webapp.runs.forms import RunLaunchForm
 from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
@@ -25,7 +27,7 @@ MAX_SERIES = 64
 HEATMAP_COLUMNS_DEFAULT = 400
 EXAMPLES_PAGE = 200
 GROUPS_PAGE = 200
-COMPARE_MAX_RUNS = 8
+COMPARE_MAX_RUNS = 20  # an experiment's runs: 2 x up to 10 seeds
 COMPARE_MAX_METRICS = 12
 
 
@@ -40,6 +42,8 @@ def run_new(request):
     """The launch form; nothing is queued unless RunConfig accepts every value."""
     if request.method == "POST":
         form = RunLaunchForm(request.POST, user=request.user)
+        if form.is_valid() and request.POST.get("experiment"):
+            return _launch_experiment(request, form)
         if form.is_valid():
             run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
                              name=form.cleaned_data["name"], tags=form.cleaned_data["tags"],
@@ -71,13 +75,33 @@ def _task_from_query(request) -> Task | None:
     return tasks.filter(name="toy").first() or tasks.first()
 
 
+def _launch_experiment(request, form):
+    """The launch form's second button: the task's Table 1 (webapp/experiments), N seeds of the form's
+    settings; refused as a whole, beside the button, or queued as a whole."""
+    from webapp.experiments.services import ExperimentRefused, experiment_create
+
+    try:
+        seeds = int(request.POST.get("experiment_seeds", "2"))
+        experiment = experiment_create(owner=request.user, task=form.cleaned_data["task"],
+                                       config=form.cleaned_data["config"], seeds=seeds, name=form.cleaned_data["name"])
+    except (ValueError, ExperimentRefused) as exc:
+        message = str(exc) if isinstance(exc, ExperimentRefused) else "Seeds must be a whole number, e.g. 2."
+        form.add_error(None, f"The experiment was not launched: {message}")
+        return _render_launch(request, form, status=400)
+    messages.success(request, f"Experiment {experiment.pk} is queued: {2 * experiment.seeds} runs.")
+    return redirect("experiments:detail", experiment_id=experiment.pk)
+
+
 def _render_launch(request, form, *, status: int = 200, preset: str | None = None, model: str | None = None):
     task = form["task"].value() if form is not None else None
     task_pk = str(getattr(task, "pk", task) or "")
     task_obj = Task.objects.select_related("program").filter(pk=int(task_pk)).first() if task_pk.isdigit() else None
+    offers_experiment = bool(task_obj and task_obj.program.name in PROGRAMS
+                             and program_info(task_obj.program.name).get("optimizes_prompts"))
     return render(request, "runs/new.html", {
         "form": form, "presets": preset_choices(), "preset": preset, "task_id": task, "suggested_model": model,
         "model_suggestions": model_suggestion_choices(task_obj) if task_obj else [],
+        "offers_experiment": offers_experiment, "experiment_seeds": request.POST.get("experiment_seeds"),
     }, status=status)
 
 
@@ -99,7 +123,7 @@ def _detail_context(run) -> dict:
     optimizes = (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
     # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
-    return {"run": run, "live": live, "prompt_phase": prompt_phase}
+    return {"run": run, "live": live, "prompt_phase": prompt_phase, "experiments": experiments_of([run])}
 
 
 @require_POST
@@ -303,6 +327,7 @@ def run_compare(request):
     return render(request, "runs/compare.html", {
         "chosen": chosen, "choices": list(visible[:RUNS_PAGE_LIMIT]), "keys": keys, "wanted": wanted,
         "differences": series.config_differences(chosen), "payload": payload,
+        "experiments": experiments_of(chosen),
     })
 
 

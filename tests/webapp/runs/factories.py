@@ -16,8 +16,8 @@ def make_run(owner, *, state: str = Run.State.QUEUED, **fields) -> Run:
 
 
 def make_multihop_task(directory) -> Task:
-    """The DSPy test plugin's two-predictor program (dspy_multihop) with four rows, as staff would set
-    it up (the test plugins must be installed: the `test_plugins` fixture)."""
+    """The DSPy test plugin's two-predictor program (dspy_multihop) with four train and two dev rows, as
+    staff would set it up (the test plugins must be installed: the `test_plugins` fixture)."""
     import json
 
     from trainer.programs import program_info
@@ -29,10 +29,14 @@ def make_multihop_task(directory) -> Task:
     programs_sync()
     kind = program_dataset_kind(program_info("dspy_multihop"))
     rows = directory / "multihop.jsonl"
-    rows.write_text("".join(json.dumps({"id": f"m{i}", "question": q, "hops": 1, "answer": a}) + "\n"
-                            for i, (q, a) in enumerate([("Capital of France?", "Paris"), ("Color of the sky?", "blue"),
-                                                        ("Two plus two?", "4"), ("Opposite of hot?", "cold")])))
+    train = [("Capital of France?", "Paris"), ("Color of the sky?", "blue"), ("Two plus two?", "4"),
+             ("Opposite of hot?", "cold")]
+    dev = [("Capital of Italy?", "Rome"), ("Color of grass?", "green")]
+    rows.write_text("".join(json.dumps({"id": f"{split[0]}{i}", "question": q, "hops": 1, "answer": a, "split": split})
+                            + "\n" for split, pairs in (("train", train), ("dev", dev))
+                            for i, (q, a) in enumerate(pairs)))
     dataset = Dataset.objects.create(name="multihop", kind=kind)
-    assert dataset_import(dataset, [SourceFile(str(rows), "multihop.jsonl")], ImportOptions(kind=kind)).ok
+    options = ImportOptions(kind=kind, split_field="split")
+    assert dataset_import(dataset, [SourceFile(str(rows), "multihop.jsonl")], options).ok
     return Task.objects.create(name="multihop", title="Multi-hop", program=Program.objects.get(name="dspy_multihop"),
                                dataset=dataset, rewards=program_info("dspy_multihop")["default_rewards"])

@@ -1,0 +1,96 @@
+"""Reading experiments: who may see one, and its Table 1 (each arm's dev score per seed, their mean and
+spread), from the evaluations its runs stored (webapp/experiments/services.py says which is which)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.runs.models import StepMetric
+
+EVAL_KEY = "eval/reward/mean"
+# (arm, title, kind of run, which of its evaluations): before = step 0, after = its last step
+ARMS = [
+    ("unadapted", "Unadapted program", ExperimentRun.Kind.WEIGHTS, "before"),
+    ("po", "Prompt-optimized (PO)", ExperimentRun.Kind.BOTH, "before"),
+    ("mmgrpo", "MMGRPO", ExperimentRun.Kind.WEIGHTS, "after"),
+    ("bettertogether", "BetterTogether (PO, then MMGRPO)", ExperimentRun.Kind.BOTH, "after"),
+]
+
+
+def experiment_list_for_user(user) -> QuerySet[Experiment]:
+    """Experiments the user may see: staff every one, others their own (as runs)."""
+    if not user.is_authenticated:
+        return Experiment.objects.none()
+    experiments = Experiment.objects.select_related("task", "owner")
+    return experiments if user.is_staff else experiments.filter(owner=user)
+
+
+def experiment_get_for_user(user, experiment_id) -> Experiment:
+    experiment = experiment_list_for_user(user).filter(pk=experiment_id).first()
+    if experiment is None:
+        raise Http404("No such experiment.")
+    return experiment
+
+
+def experiments_of(runs) -> list[Experiment]:
+    """The experiments these runs belong to (the caller could see the runs, so it may see them)."""
+    return list(Experiment.objects.filter(members__run__in=list(runs)).distinct().select_related("task"))
+
+
+@dataclass
+class Cell:
+    value: float | None
+    run_id: int
+    state: str
+
+
+@dataclass
+class Row:
+    arm: str
+    title: str
+    cells: list[Cell | None]  # one per seed, None where the experiment has no run
+    mean: float | None
+    spread: float | None  # the sample standard deviation over seeds (None with fewer than 2)
+    n: int
+
+
+def evaluations(run_ids: list[int]) -> dict[int, dict[int, float]]:
+    """run -> step -> the stored dev score (the newest attempt's, as the charts show it)."""
+    found: dict[int, dict[int, float]] = {}
+    rows = (StepMetric.objects.filter(run_id__in=run_ids).order_by("seq")
+            .values_list("run_id", "step", "metrics"))
+    for run_id, step, metrics in rows:
+        value = (metrics or {}).get(EVAL_KEY)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            found.setdefault(run_id, {})[step] = float(value)
+    return found
+
+
+def experiment_table(experiment: Experiment) -> tuple[list[int], list[Row]]:
+    """(seeds, one row per arm). A cell is empty until its run stored that evaluation; the "after" score
+    counts only once the run evaluated its last step."""
+    members = list(experiment.members.select_related("run"))
+    seeds = sorted({m.seed for m in members})
+    scores = evaluations([m.run_id for m in members])
+    by_kind_seed = {(m.kind, m.seed): m for m in members}
+    rows = []
+    for arm, title, kind, moment in ARMS:
+        cells: list[Cell | None] = []
+        for seed in seeds:
+            member = by_kind_seed.get((kind, seed))
+            if member is None:
+                cells.append(None)
+                continue
+            step = 0 if moment == "before" else member.run.total_steps
+            value = scores.get(member.run_id, {}).get(step)
+            cells.append(Cell(value, member.run_id, member.run.state))
+        values = [c.value for c in cells if c is not None and c.value is not None]
+        rows.append(Row(arm, title, cells, statistics.fmean(values) if values else None,
+                        statistics.stdev(values) if len(values) > 1 else None, len(values)))
+    return seeds, rows

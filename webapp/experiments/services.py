@@ -1,0 +1,68 @@
+"""Launching the MMGRPO paper's Table 1 for a task: its four arms, N seeds, through the fair queue.
+
+The four arms are measured by two kinds of run per seed, each evaluated before training (step 0, on
+the dev set) and after its last step, by the trainer's one evaluation code:
+
+- unadapted program: the `weights` run at step 0 (nothing trained or optimized yet);
+- prompt-optimized (PO): the `both` run at step 0 (after its phase 1, before its weights train);
+- MMGRPO: the `weights` run after its last step;
+- BetterTogether (PO, then MMGRPO): the `both` run after its last step.
+
+Two runs per seed measure what four would, with half the sampling and training: the unadapted and PO
+programs are exactly the starting points of the two training runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.db import transaction
+
+from trainer.config import RunConfig
+from trainer.programs import program_info
+from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.limits.services import limits_check_launch
+from webapp.runs.models import Run, Task
+from webapp.runs.services import run_create
+
+MAX_SEEDS = 10
+DEFAULT_PROMPT_OPTIMIZER = "mipro_light"
+
+
+class ExperimentRefused(Exception):
+    """The experiment cannot be launched (the message says why); nothing was queued."""
+
+
+def experiment_configs(config: RunConfig, seeds: int) -> list[tuple[str, int, RunConfig]]:
+    """(kind, seed, config) of every run: seeds from the config's seed up, each arm's settings."""
+    optimizer = config.prompt_optimizer if config.prompt_optimizer != "none" else DEFAULT_PROMPT_OPTIMIZER
+    runs = []
+    for seed in range(config.seed, config.seed + seeds):
+        common = {"seed": seed, "eval_before": True, "eval_every": config.eval_every or config.steps}
+        runs.append((ExperimentRun.Kind.WEIGHTS, seed, dataclasses.replace(config, prompt_optimizer="none", **common)))
+        runs.append((ExperimentRun.Kind.BOTH, seed, dataclasses.replace(config, prompt_optimizer=optimizer, **common)))
+    return runs
+
+
+def experiment_create(*, owner, task: Task, config: RunConfig, seeds: int, name: str = "") -> Experiment:
+    """Queues the experiment's 2 x `seeds` runs (all, or none: ExperimentRefused with the reason)."""
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ExperimentRefused(f"Choose between 1 and {MAX_SEEDS} seeds.")
+    if not program_info(config.program).get("optimizes_prompts"):
+        raise ExperimentRefused(f"Program {config.program!r} is not a DSPy program: an experiment compares "
+                                "prompt optimization with weight training, which needs one.")
+    planned = experiment_configs(config, seeds)
+    with transaction.atomic():
+        experiment = Experiment.objects.create(owner=owner, task=task, name=name, seeds=seeds, config=config.to_dict())
+        for index, (kind, seed, run_config) in enumerate(planned, start=1):
+            refused = limits_check_launch(owner, run_config)  # counts the runs queued just before this one
+            if refused:
+                raise ExperimentRefused(f"run {index} of {len(planned)} ({kind}, seed {seed}): {refused[0].message}")
+            run = run_create(owner=owner, task=task, config=run_config, name=f"{experiment} · {kind} · seed {seed}",
+                             tags=["experiment", f"exp-{experiment.pk}"])
+            ExperimentRun.objects.create(experiment=experiment, run=run, kind=kind, seed=seed)
+    return experiment
+
+
+def experiment_runs(experiment: Experiment) -> list[Run]:
+    return [member.run for member in experiment.members.select_related("run")]
