@@ -137,8 +137,10 @@ class RunConfig:
         "The model that proposes instructions (and reflects, for GEPA). Empty: the policy model itself, "
         "sampled by the run's backend.", "prompts"))
     prompt_optimizer_trials: int = field(default=0, metadata=_meta(
-        "Phase 1's budget: MIPROv2 trials (and instruction candidates), GEPA metric calls per dev example. "
-        "0: the optimizer's own budget for 'light' / 'medium' (GEPA: light).", "prompts"))
+        "Phase 1's budget: MIPROv2 trials (and instruction candidates), GEPA metric calls per validation "
+        "row; demos are then bootstrapped from eval_size train rows. 0: the optimizer's own budget for "
+        "'light' / 'medium' (GEPA: light). Candidates are always scored on eval_size rows held out of the "
+        "train split, never on the dev set.", "prompts"))
 
     # --- strategy --------------------------------------------------------------------------
     strategy: Strategy = field(default="grpo", metadata=_meta(

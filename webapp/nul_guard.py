@@ -25,6 +25,18 @@ class RejectNulMiddleware:
         return self.get_response(request)
 
 
+def holds_nul(value) -> bool:
+    """Whether a JSON value (a request body, a stored preference) holds a NUL anywhere, keys included:
+    PostgreSQL's text and jsonb refuse it, as a DataError (a 500) if it reached them."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(v) for v in value)
+    return False
+
+
 def bad_request(request, message: str):
     """400 in the form the endpoint's clients read: DRF's `{"detail"}` under /api/, `{"error"}` for the
     pages' JSON endpoints, the bad-request page otherwise."""

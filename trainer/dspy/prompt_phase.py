@@ -92,9 +92,12 @@ def optimize_prompts(program: DSPyProgram, *, kind: str, train: Sequence[Mapping
     with dspy.context(adapter=program.adapter, callbacks=[*dspy.settings.callbacks, trials_reporter]):
         if kind == "gepa":
             optimizer = dspy.GEPA(metric=metric, reflection_lm=proposer, num_threads=1, seed=seed,
-                                  track_stats=False, **({"max_metric_calls": trials * len(valset or trainset)}
-                                                       if trials else {"auto": "light"}))
+                                  track_stats=True, **({"max_metric_calls": trials * len(valset or trainset)}
+                                                      if trials else {"auto": "light"}))
             optimized = optimizer.compile(student, trainset=trainset, valset=valset)
+            if not trials_reporter.trials:  # GEPA scores its candidates itself, not through dspy.Evaluate
+                for score in optimized.detailed_results.val_aggregate_scores:
+                    trials_reporter.on_evaluate_end("gepa", dspy.Prediction(score=score))
         else:
             auto = None if trials else kind.removeprefix("mipro_")
             optimizer = dspy.MIPROv2(metric, prompt_model=proposer, task_model=lm, auto=auto,
@@ -129,8 +132,17 @@ def run_prompt_phase(trainer: Any) -> None:
 
     report({"event": "started", "optimizer": c.prompt_optimizer, "model": c.prompt_optimizer_model or c.model})
     weights = {spec.name: spec.weight for spec in c.rewards}
+    # Candidates are chosen on a slice held out of the train split, never on the dev set the run reports
+    # (the Experiment page's prompt-optimized score would otherwise be selected on its own test). A
+    # budget of one's own (trials) also bounds the rows demos are bootstrapped from: DSPy's bootstrap
+    # tries rows until enough succeed, which with a small model can be every row of the train split.
+    train = list(trainer.stream.examples)
+    held = max(1, min(c.eval_size, len(train) // 2))
+    po_train = train[:-held] or train
+    if c.prompt_optimizer_trials:
+        po_train = po_train[:held]
     optimized = optimize_prompts(
-        program, kind=c.prompt_optimizer, train=trainer.stream.examples, dev=trainer.dev_examples,
+        program, kind=c.prompt_optimizer, train=po_train, dev=train[-held:],
         metric=run_metric(trainer.reward_fns, weights),
         sample=backend_sample(trainer.backend, trainer.tokenizer, trainer.prompt_format, c.seed),
         proposer_model=c.prompt_optimizer_model, trials=c.prompt_optimizer_trials, seed=c.seed,

@@ -24,6 +24,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from webapp.nul_guard import holds_nul
 from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
 from webapp.runs.launch import config_defaults
 from webapp.runs.models import Task
@@ -47,7 +48,7 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     known keys, LaunchRefused with the form's errors."""
     if not isinstance(body, dict):
         raise BadParam("The body must be a JSON object, e.g. {\"task\": \"toy-task\", \"config\": {\"steps\": 20}}.")
-    if _holds_nul(body):  # PostgreSQL text and jsonb cannot store it (webapp/nul_guard.py does the URL)
+    if holds_nul(body):  # PostgreSQL text and jsonb cannot store it (webapp/nul_guard.py does the URL)
         raise BadParam("The body holds a NUL character (\\u0000), which no field accepts.")
     unknown = sorted(set(body) - set(BODY_KEYS))
     if unknown:
@@ -99,16 +100,6 @@ def _store_program_state(state: Any) -> Path:
         staged.write_text(text, encoding="utf-8")
         os.replace(staged, path)  # a reader never sees half a file
     return path
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
-    return False
 
 
 def _task(value: Any, errors: dict[str, list[str]]) -> Task | None:

@@ -2,6 +2,7 @@
 
 import re
 
+from webapp.nul_guard import holds_nul
 from webapp.prefs.models import UserPreference
 
 KEY_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
@@ -18,22 +19,12 @@ def preference_key_check(key: str) -> str:
     return key
 
 
-def _has_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
 def preference_set(user, key: str, value: dict) -> UserPreference:
     """Stores (or replaces) the user's value for `key`; the value is a JSON object."""
     preference_key_check(key)
     if not isinstance(value, dict):
         raise PreferenceError("A preference value must be a JSON object.")
-    if _has_nul(value):  # PostgreSQL's jsonb cannot hold a NUL character
+    if holds_nul(value):  # PostgreSQL's jsonb cannot hold a NUL character
         raise PreferenceError("A preference value cannot contain NUL characters.")
     pref, _ = UserPreference.objects.update_or_create(user=user, key=key, defaults={"value": value})
     return pref

@@ -102,6 +102,8 @@ def test_gepa_as_phase_1(tmp_path, data):
     assert train(tmp_path, config(data, prompt_optimizer="gepa", prompt_optimizer_trials=2)) == "succeeded"
     phase = [e for e in read_events(tmp_path / "events.jsonl") if e["type"] == "prompts"]
     assert phase[0]["optimizer"] == "gepa" and phase[-1]["event"] == "chosen"
+    trials = [e for e in phase if e["event"] == "trial"]  # each candidate GEPA scored on the held-out rows
+    assert trials and [t["trial"] for t in trials] == list(range(1, len(trials) + 1))
 
 
 def test_a_program_that_is_not_dspy_cannot_optimize_prompts_first(tmp_path, tiny_model_path):
