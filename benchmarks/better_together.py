@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--trials", type=int, default=3, help="phase 1's budget (prompt_optimizer_trials)")
     parser.add_argument("--eval-size", type=int, default=16, help="dev examples every arm is scored on")
+    parser.add_argument("--micro-batch-size", type=int, default=2, help="rows per forward pass of an update")
     parser.add_argument("--owner", default="bench")
     parser.add_argument("--wait", action="store_true", help="wait for every run and print the table")
     args = parser.parse_args(argv)
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     values = config_defaults(task)
     values.update(model="builtin:smollm2-135m-instruct", steps=args.steps, eval_size=args.eval_size,
                   eval_every=args.steps, checkpoint_every=args.steps, prompt_optimizer="mipro_light",
-                  prompt_optimizer_trials=args.trials, max_new_tokens=24, max_context_length=1536)
+                  prompt_optimizer_trials=args.trials, max_new_tokens=24, max_context_length=1536,
+                  micro_batch_size=args.micro_batch_size)
     config = RunConfig.from_dict(values)
     experiment = experiment_create(owner=owner, task=task, config=config, seeds=args.seeds,
                                    name=f"BetterTogether on HotpotQA, SmolLM2 ({args.seeds} seeds, {args.steps} steps)")
