@@ -447,7 +447,7 @@ class Trainer:
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")
             raise
-        if main:  # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy)
-            self.updater.save_adapter(self.run_dir / FINAL_ADAPTER_DIR)
+        # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy)
+        self.updater.save_final_adapter(self.run_dir / FINAL_ADAPTER_DIR, write=main)
         self.reporter.status("succeeded", step=self.step)
         return "succeeded"

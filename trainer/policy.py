@@ -378,6 +378,33 @@ class PolicyUpdater:
         self.updates = int(state["updates"])
         self.optimizer_steps = int(state["optimizer_steps"])
 
+    def save_final_adapter(self, path: str | os.PathLike[str], *, write: bool) -> Path | None:
+        """The trained adapter in PEFT's format; with sharded weights every rank must call it (the
+        gather is collective) and only the one with `write` writes. PEFT's own save reads each weight's
+        storage, which a sharded model's parameters do not have, so those are gathered first."""
+        if not self.sharded:
+            return self.save_adapter(path) if write else None
+        from peft.utils import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        from trainer.sharding import full_adapter
+
+        weights = get_peft_model_state_dict(self.model, state_dict=full_adapter(self.model))
+        if not write:
+            return None
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        try:
+            save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / "adapter_model.safetensors"))
+            self.model.peft_config["default"].save_pretrained(str(tmp))
+            if path.exists():
+                shutil.rmtree(path)
+            os.rename(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
     def save_adapter(self, path: str | os.PathLike[str]) -> Path:
         """Write the adapter (PEFT format, what vLLM's LoRARequest loads) atomically into `path`."""
         path = Path(path)

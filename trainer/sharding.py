@@ -97,6 +97,14 @@ def full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tupl
             get_optimizer_state_dict(model, optimizer, options=options))
 
 
+def full_adapter(model: torch.nn.Module) -> dict:
+    """The trainable (LoRA) weights as full CPU tensors, keyed by parameter names; collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True,
+                                                                ignore_frozen_params=True))
+
+
 def load_full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, adapter: dict, optim: dict) -> None:
     """Shards a `full_state` back into the model and optimizer; collective."""
     from torch.distributed.checkpoint.state_dict import (

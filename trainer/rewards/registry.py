@@ -124,7 +124,11 @@ def register_reward(name: str, fn: Callable[..., Any]) -> type[Reward]:
         raise ValueError(f"{name!r} is a built-in reward; choose another name")
     cls = _from_callable(name, fn)
     _BUILTINS[name] = cls
+    _IN_PROCESS.add(name)
     return cls
+
+
+_IN_PROCESS: set[str] = set()  # names register_reward added (listed as "in-process", not as built-ins)
 
 
 _PLUGINS = PluginGroup("cohort.rewards", "reward", builtin_names=lambda: _BUILTINS, build=_build)
@@ -204,7 +208,8 @@ def list_rewards() -> list[dict[str, Any]]:
         loaded = _plugin(name) if name not in _BUILTINS else None
         rewards.append({
             "name": name,
-            "distribution": loaded.distribution if loaded else BUILTIN_DISTRIBUTION,
+            "distribution": loaded.distribution if loaded else "in-process" if name in _IN_PROCESS
+            else BUILTIN_DISTRIBUTION,
             "value_range": tuple(cls.value_range),
             "params": reward_defaults(name),
             "description": (inspect.getdoc(cls) or "").split("\n", 1)[0],

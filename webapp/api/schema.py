@@ -200,7 +200,7 @@ NO_NUL = r"^[^\x00]*$"
 def _text(name: str, description: str, *, enum=None) -> OpenApiParameter:
     schema = {"type": "string", "maxLength": params.MAX_TEXT, "pattern": NO_NUL}
     if enum is not None:
-        schema["enum"] = list(enum)
+        schema["enum"] = ["", *enum]  # empty: no filter, as absent
     return OpenApiParameter(name, schema, description=description)
 
 

@@ -114,11 +114,12 @@ def test_no_credentials_is_401_not_a_login_redirect():
     assert response.status_code == 401 and response["Content-Type"].startswith("application/json")
 
 
-def test_the_api_is_read_only(owner):
+def test_the_api_writes_nothing_but_run_creation(owner):
     _, key = token_create(user=owner, name="t")
     client = Client(headers={"Authorization": f"Bearer {key}"})
-    assert client.post(RUNS, {}, content_type="application/json").status_code == 405
-    assert client.delete(RUNS).status_code == 405
+    assert client.delete(RUNS).status_code == 405 and client.put(RUNS, {}).status_code == 405
+    assert client.post(f"{RUNS}1/", {}, content_type="application/json").status_code == 405
+    assert client.post(RUNS, {}, content_type="application/json").status_code == 400  # tests/webapp/api/test_launch.py
 
 
 # --- the tokens page ------------------------------------------------------------------------------

@@ -209,7 +209,7 @@ def test_the_launch_form_folds_the_advanced_groups_and_opens_one_holding_an_erro
                 re.findall(r'<details class="card group"( open)?>\s*<summary>([^<]+)</summary>', html)}
 
     shown = groups(client.get(reverse("runs:new")).content.decode())
-    assert shown == {"Task and rewards": True, "Strategy": True, "Advantage estimator": True, "Batch shape": True,
+    assert shown == {"Task and rewards": True, "Optimize prompts first (DSPy programs)": False, "Strategy": True, "Advantage estimator": True, "Batch shape": True,
                      "Optimization": False, "LoRA adapter": False, "Sampling": False, "Model and backend": True,
                      "Sampling engine (vLLM, hf)": False, "Evaluation, checkpoints, seed": False}
     refused = client.post(reverse("runs:new"), launch_data(toy_task, lora_r="0"))
