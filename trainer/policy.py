@@ -392,32 +392,32 @@ class PolicyUpdater:
         weights = get_peft_model_state_dict(self.model, state_dict=full_adapter(self.model))
         if not write:
             return None
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-        try:
-            save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / "adapter_model.safetensors"))
-            self.model.peft_config["default"].save_pretrained(str(tmp))
-            if path.exists():
-                shutil.rmtree(path)
-            os.rename(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return path
+
+        def write_gathered(folder: Path) -> None:
+            save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "adapter_model.safetensors"))
+            self.model.peft_config["default"].save_pretrained(str(folder))
+
+        return _write_folder(path, write_gathered)
 
     def save_adapter(self, path: str | os.PathLike[str]) -> Path:
         """Write the adapter (PEFT format, what vLLM's LoRARequest loads) atomically into `path`."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-        try:
-            self.model.save_pretrained(tmp)
-            if path.exists():
-                shutil.rmtree(path)
-            os.rename(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return path
+        return _write_folder(path, self.model.save_pretrained)
+
+
+def _write_folder(path: str | os.PathLike[str], fill) -> Path:
+    """`fill(folder)` into a temporary folder beside `path`, then renamed over it: a reader (vLLM, the
+    adapter download) never sees half an adapter."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        fill(tmp)
+        if path.exists():
+            shutil.rmtree(path)
+        os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
 
 
 def _to_cpu(obj: Any) -> Any:

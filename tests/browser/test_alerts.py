@@ -4,11 +4,12 @@ a rule added on the run page shows its errors beside the fields."""
 
 import pytest
 
-from tests.browser.session import log_in
+from tests.browser.session import log_in, off_playwright_thread
 from tests.webapp.alerts.test_real_run import NAN_REWARDS
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config, wait_for_state
 from webapp.alerts.models import Alert, AlertRule, Kind
+from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Run
 from webapp.runs.services import run_create
 
@@ -83,7 +84,7 @@ def test_an_alert_that_fires_while_the_run_page_is_open_shows_at_once(page, scre
 
     nan_step = {"type": "step", "attempt": 1, "step": 2, "metrics": {"loss": None, "grad_norm": 0.5},
                 "rollouts": [], "groups": []}
-    ingest_in_thread(run, nan_step)
+    off_playwright_thread(lambda: step_events_ingest(run, [nan_step]))  # as the worker's ingest
     row = page.wait_for_selector("#run-alerts tr.alert-nonfinite")
     assert "loss is not finite (NaN or inf) at step 2" in row.inner_text() and "open" in row.inner_text()
     assert page.inner_text("#alert-badge") == "1"
@@ -94,28 +95,3 @@ def test_an_alert_that_fires_while_the_run_page_is_open_shows_at_once(page, scre
     page.reload()  # the server-rendered page agrees with what was pushed
     assert page.locator(f"#run-alerts tr[data-alert='{alert.pk}']").count() == 1
     assert page.inner_text("#alert-badge") == "1"
-
-
-def ingest_in_thread(run, event) -> None:
-    """The ingest as a worker runs it, off this thread: Playwright's event loop runs here, and the
-    alert's websocket notice is sent with async_to_sync, which refuses a thread with a running loop."""
-    import threading
-
-    from django.db import connection
-
-    from webapp.runs.ingest import step_events_ingest
-
-    failures = []
-
-    def work():
-        try:
-            step_events_ingest(run, [event])
-        except Exception as exc:  # surfaced in the test below
-            failures.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
-    assert not failures, failures

@@ -2,12 +2,10 @@
 form of a DSPy program's task, its table fills in as the runs store their evaluations."""
 
 import re
-import threading
 
 import pytest
-from django.db import connection
 
-from tests.browser.session import log_in
+from tests.browser.session import log_in, off_playwright_thread
 from tests.webapp.runs.factories import make_multihop_task
 from webapp.experiments.models import Experiment
 from webapp.runs.ingest import step_events_ingest
@@ -16,21 +14,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pyte
 
 
 def store_evals(experiment, scores):
-    """What the runs' ingest stores: each run's step-0 and last-step evaluations (off Playwright's thread)."""
+    """What the runs' ingest stores: each run's step-0 and last-step evaluations."""
     def work():
-        try:
-            for member in experiment.members.select_related("run"):
-                before, after = scores[(member.kind, member.seed)]
-                step_events_ingest(member.run, [
-                    {"type": "step", "attempt": 1, "step": step, "metrics": {"eval/reward/mean": value},
-                     "rollouts": [], "groups": []}
-                    for step, value in ((0, before), (member.run.total_steps, after))])
-        finally:
-            connection.close()
+        for member in experiment.members.select_related("run"):
+            before, after = scores[(member.kind, member.seed)]
+            step_events_ingest(member.run, [
+                {"type": "step", "attempt": 1, "step": step, "metrics": {"eval/reward/mean": value},
+                 "rollouts": [], "groups": []}
+                for step, value in ((0, before), (member.run.total_steps, after))])
 
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
+    off_playwright_thread(work)
 
 
 def test_launch_an_experiment_and_read_its_table(page, screenshot, asgi_server, make_user, tmp_path):

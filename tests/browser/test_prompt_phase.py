@@ -2,12 +2,10 @@
 the phase marker, every trial's score on a chart, and the chosen prompts, drawn from the stored record
 and kept live by the run's websocket."""
 
-import threading
 
 import pytest
-from django.db import connection
 
-from tests.browser.session import log_in
+from tests.browser.session import log_in, off_playwright_thread
 from tests.webapp.runs.factories import make_run
 from webapp.runs.messages import notice_send
 from webapp.runs.models import Run
@@ -19,17 +17,12 @@ INSTRUCTION = "Given the question, write one short search query that names the e
 
 
 def ship(run_id, events):
-    """What the supervisor does with the trainer's events, off this thread (Playwright's loop runs here)."""
+    """What the supervisor does with the trainer's events."""
     def work():
-        try:
-            record = run_record_prompt_events(run_id, events)
-            notice_send(run_id, {"type": "prompts", "run": run_id, **record})
-        finally:
-            connection.close()
+        record = run_record_prompt_events(run_id, events)
+        notice_send(run_id, {"type": "prompts", "run": run_id, **record})
 
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
+    off_playwright_thread(work)
 
 
 def test_the_run_page_shows_phase_1_live(page, screenshot, asgi_server, make_user):

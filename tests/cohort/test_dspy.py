@@ -10,21 +10,13 @@ import dspy
 import pytest
 
 from cohort.dspy import MMGRPO, CohortLM
+from tests.trainer.dspy.programs import Add
 from trainer.config import ConfigError
 from trainer.dspy.adapters import MarkerFallbackAdapter
 
 MODEL = "builtin:smollm2-135m-instruct"
 PAIRS = [(1, 2), (3, 4), (2, 2), (5, 1), (2, 6), (4, 4), (3, 3), (1, 7)]
 TINY = {"steps": 2, "group_size": 2, "rollouts_per_example": 2, "examples_per_step": 2, "max_new_tokens": 16}
-
-
-class Add(dspy.Module):
-    def __init__(self):
-        super().__init__()
-        self.solve = dspy.Predict("question -> answer")
-
-    def forward(self, question):
-        return self.solve(question=question)
 
 
 def contains_answer(example, prediction, trace=None):

@@ -44,7 +44,8 @@ HOSTILE = st.one_of(
 )
 ODD_PATHS = ["/runs/{huge}/", "/runs/{huge}/metrics.json", "/runs/{run}/steps/{huge}/",
              "/runs/{run}/groups/{huge}/", "/runs/{run}/calls/{huge}/prompt", "/runs/{run}/examples/%00/",
-             "/runs/{run}/examples/{long}/", "/runs/{run}/steps/{huge}/trajectories"]
+             "/runs/{run}/examples/{long}/", "/runs/{run}/steps/{huge}/trajectories", "/experiments/{huge}/",
+             "/api/runs/{huge}/adapter/"]
 
 
 @pytest.fixture

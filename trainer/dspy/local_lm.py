@@ -55,7 +55,7 @@ class _Loaded:
             base = PeftModel.from_pretrained(base, adapter)
         base.eval()
         self.backend = HFBackend(base, self.tokenizer, batch_size=16)
-        self.sampler = backend_sampler(self.backend, self.tokenizer, "chat", threading.Lock())
+        self.lock = threading.Lock()  # one generate at a time, whichever LM (and seed) asks
 
     @classmethod
     def get(cls, model: str, adapter: str | None, device: str, model_cache_dir: str | None) -> _Loaded:
@@ -111,10 +111,16 @@ def backend_sampler(backend: Any, tokenizer: Any, prompt_format: str, lock: thre
 
 
 def _loaded_sampler(model: str, adapter: str | None, device: str, model_cache_dir: str | None, seed: int):
-    """A sampler that loads (model, adapter, device) on its first call, once per process."""
+    """A sampler that loads (model, adapter, device) on its first call, once per process; its own seed
+    stream starts at `seed`, so two LMs with different seeds sample differently from one loaded model."""
+    sampler = None
+
     def sample(messages, temperature: float, max_tokens: int):
-        loaded = _Loaded.get(model, adapter, device, model_cache_dir)
-        return loaded.sampler(messages, temperature, max_tokens)
+        nonlocal sampler
+        if sampler is None:
+            loaded = _Loaded.get(model, adapter, device, model_cache_dir)
+            sampler = backend_sampler(loaded.backend, loaded.tokenizer, "chat", loaded.lock, seed=seed)
+        return sampler(messages, temperature, max_tokens)
 
     return sample
 

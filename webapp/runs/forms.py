@@ -144,8 +144,8 @@ def _form_field(f: dataclasses.Field) -> forms.Field:
         return forms.ChoiceField(choices=[(c, c) for c in choices], help_text=help_text)
     if annotation == "bool":
         return forms.BooleanField(required=False, help_text=help_text)
-    if annotation == "int":
-        return forms.IntegerField(help_text=help_text)
+    if annotation == "int":  # bounded like the integer columns a run's numbers are stored in (total_steps)
+        return forms.IntegerField(help_text=help_text, max_value=MAX_CONFIG_INT)
     if annotation == "float":
         return forms.FloatField(help_text=help_text)
     if annotation == "list[RewardSpec]":
@@ -157,7 +157,7 @@ def _form_field(f: dataclasses.Field) -> forms.Field:
     if annotation == "dict[str, int]":
         return CountsField(help_text=help_text)
     if annotation == "int | None":  # optional: left empty means None
-        return forms.IntegerField(required=False, help_text=help_text)
+        return forms.IntegerField(required=False, help_text=help_text, max_value=MAX_CONFIG_INT)
     if annotation == "float | None":  # optional: left empty means None
         return forms.FloatField(required=False, help_text=help_text)
     if annotation == "str | None":  # optional: left empty means None
@@ -165,6 +165,7 @@ def _form_field(f: dataclasses.Field) -> forms.Field:
     return forms.CharField(help_text=help_text, max_length=500)
 
 
+MAX_CONFIG_INT = 2**31 - 1  # PostgreSQL's integer; a larger `steps` was a DataError (a 500) for staff
 CONFIG_FIELDS = [f for f in dataclasses.fields(RunConfig) if f.name not in NOT_ON_FORM]
 
 

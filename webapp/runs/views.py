@@ -82,11 +82,13 @@ def _launch_experiment(request, form):
 
     try:
         seeds = int(request.POST.get("experiment_seeds", "2"))
+    except ValueError:
+        seeds = 0  # refused below with the allowed range
+    try:
         experiment = experiment_create(owner=request.user, task=form.cleaned_data["task"],
                                        config=form.cleaned_data["config"], seeds=seeds, name=form.cleaned_data["name"])
-    except (ValueError, ExperimentRefused) as exc:
-        message = str(exc) if isinstance(exc, ExperimentRefused) else "Seeds must be a whole number, e.g. 2."
-        form.add_error(None, f"The experiment was not launched: {message}")
+    except ExperimentRefused as exc:
+        form.add_error(None, f"The experiment was not launched: {exc}")
         return _render_launch(request, form, status=400)
     messages.success(request, f"Experiment {experiment.pk} is queued: {2 * experiment.seeds} runs.")
     return redirect("experiments:detail", experiment_id=experiment.pk)

@@ -13,6 +13,17 @@ import dspy
 from cohort_dspy_plugin.program import MultiHop  # noqa: F401  (re-exported for the tests)
 
 
+class Add(dspy.Module):
+    """One predictor adding two numbers: the program the real-model tests optimize and train."""
+
+    def __init__(self):
+        super().__init__()
+        self.solve = dspy.Predict("question -> answer")
+
+    def forward(self, question):
+        return self.solve(question=question)
+
+
 class Flaky(dspy.Module):
     """Not deterministic given its LM answers: a tool result changes from run to run."""
 

@@ -10,6 +10,7 @@ import json
 import dspy
 import pytest
 
+from tests.trainer.dspy.programs import Add
 from trainer.config import ConfigError, RunConfig
 from trainer.dspy import DSPyProgram
 from trainer.dspy.adapters import MarkerFallbackAdapter
@@ -22,15 +23,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("smollm2_dir")]
 
 MODEL = "builtin:smollm2-135m-instruct"
 PAIRS = [(1, 2), (3, 4), (2, 2), (5, 1), (2, 6), (4, 4)]
-
-
-class Add(dspy.Module):
-    def __init__(self):
-        super().__init__()
-        self.solve = dspy.Predict("question -> answer")
-
-    def forward(self, question):
-        return self.solve(question=question)
 
 
 def sum_found(example, output, trajectory) -> float:

@@ -79,6 +79,16 @@ def test_every_refusal_names_its_field_and_queues_nothing(api_client, owner, toy
     assert not Run.objects.exists()
 
 
+def test_a_number_past_what_a_run_can_store_is_refused_beside_its_field_for_staff_too(api_client, staff,
+                                                                                      toy_task):  # noqa: F811
+    """Staff have no launch limits, so nothing else stops a huge `steps` (it was a 500: PostgreSQL's
+    integer column overflowed)."""
+    for steps in (2**31, 10**30):
+        response = post(api_client(staff), {"task": "toy", "config": {"steps": steps}})
+        assert response.status_code == 400 and "steps" in response.json()["errors"], response.content
+    assert not Run.objects.exists()
+
+
 def test_the_launch_limits_apply_as_on_the_page(api_client, owner, toy_task, settings):  # noqa: F811
     settings.COHORT_LIMIT_QUEUED_RUNS_PER_USER = 1
     make_run(owner)  # one queued already

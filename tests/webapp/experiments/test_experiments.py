@@ -50,6 +50,9 @@ def test_an_experiment_is_refused_as_a_whole(client, owner, multihop, toy_task, 
     assert error == ("The experiment was not launched: run 4 of 4 (both, seed 1): You already have 3 queued runs; "
                      "your limit is 3 queued runs at once.")
     assert not Run.objects.exists() and not Experiment.objects.exists()
+    for seeds in ("many", "0", "11"):
+        bad = client.post(reverse("runs:new"), {**launch_data(multihop), "experiment": "1", "experiment_seeds": seeds})
+        assert bad.status_code == 400 and "Choose between 1 and 10 seeds" in bad.context["form"].non_field_errors()[0]
     refused = launch(client, toy_task, seeds=1)  # the toy program is not a DSPy program
     assert refused.status_code == 400 and "is not a DSPy program" in refused.context["form"].non_field_errors()[0]
     assert b"Launch experiment" not in client.get(reverse("runs:new") + f"?task={toy_task.pk}").content
