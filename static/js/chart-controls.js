@@ -18,6 +18,7 @@
   const RAW_OPACITY = 0.25;
   const HOURS_ABOVE_S = 2 * 3600; // wall time reads in minutes up to two hours, in hours beyond
   const SAVE_AFTER_MS = 400;
+  const COMPACT_HEIGHT = 96;
 
   // De-biased exponential moving average, as TensorBoard and W&B smooth: s_t = a*s_{t-1} + (1-a)*x_t,
   // shown as s_t / (1 - a^n) where n counts the points seen so far, so the start is not pulled
@@ -76,7 +77,8 @@
           method: "PUT", credentials: "same-origin", body: JSON.stringify(value),
           headers: { "Content-Type": "application/json", "X-CSRFToken": page.csrf || "" },
         });
-        document.body.dataset[key === "charts" ? "chartsSaved" : "legendSaved"] = response.ok ? "1" : "error";
+        const flag = key === "charts" ? "chartsSaved" : key.startsWith("legend") ? "legendSaved" : "layoutSaved";
+        document.body.dataset[flag] = response.ok ? "1" : "error";
       } catch (err) {
         /* kept for this page only */
       }
@@ -210,30 +212,60 @@
   }
 
   // The y axis: log when asked and every value is positive; a constant series gets a range around
-  // its own magnitude (Plotly pads a constant by +-1, so 0.002 would sit on "0" between -1 and 1).
+  // its own magnitude (axes.js: Plotly would zoom into its last digits, or pad 0.002 by +-1).
   function yAxisFor(chart) {
     const ys = chart.series.flatMap((s) => s.y).filter((v) => typeof v === "number" && Number.isFinite(v));
-    const lo = ys.length ? Math.min(...ys) : 0, hi = ys.length ? Math.max(...ys) : 0;
+    const lo = ys.length ? Math.min(...ys) : 0;
     const fallback = page.view.log && ys.length > 0 && lo <= 0;
     const log = page.view.log && !fallback;
-    const constant = ys.length > 0 && lo === hi && lo !== 0;
-    const axis = { type: log ? "log" : "linear", exponentformat: "e", minexponent: 4, tickformat: "~g" };
-    if (constant) {
-      axis.autorange = false;
-      axis.range = log ? [Math.log10(lo) - 0.3, Math.log10(hi) + 0.3] : [lo - Math.abs(lo) / 2, hi + Math.abs(hi) / 2];
-    } else {
-      axis.autorange = true;
+    const axis = { type: log ? "log" : "linear", exponentformat: "e", minexponent: 4, tickformat: "~g",
+                   ...window.cohortAxes.axis(ys, { log }) };
+    return { axis, fallback, constant: !axis.autorange, log };
+  }
+
+  // Every series 0 (or missing) at every step it has: a chart that says nothing on this run (KL at
+  // beta 0, a clip that never bites), drawn small where the page asks for it (opts.compactZero).
+  function allZero(chart) {
+    let seen = false;
+    for (const s of chart.series) {
+      for (const v of s.y) {
+        if (v === null || v === undefined || !Number.isFinite(v)) continue;
+        if (v !== 0) return false;
+        seen = true;
+      }
     }
-    return { axis, fallback, constant, log };
+    return seen;
+  }
+
+  function isCompact(chart) { return chart.compactZero && !chart.wide && allZero(chart); }
+
+  // The x axis: in steps, one step alone is drawn between its neighbours with whole-number ticks.
+  function xAxisFor(chart) {
+    const values = chart.series.flatMap((s) => xs(s));
+    const axis = window.cohortAxes.axis(values, { integer: page.view.x === "step" });
+    return axis.autorange ? {} : axis; // a varying x keeps the user's zoom (uirevision)
   }
 
   function layoutFor(chart) {
     const { axis, fallback } = yAxisFor(chart);
+    const xaxis = { title: { text: xTitle(), standoff: 4 }, uirevision: page.view.x, exponentformat: "e", minexponent: 6,
+                    showspikes: true, spikemode: "across", spikethickness: 1, spikedash: "dot", spikecolor: "#888",
+                    ...xAxisFor(chart) };
+    if (isCompact(chart)) {
+      // One line: the title, a flat trace, and the note; no legend (every series reads the same).
+      return {
+        title: { text: chart.title, font: { size: 11 } },
+        margin: { l: 36, r: 10, t: 26, b: 22 }, height: COMPACT_HEIGHT, showlegend: false, hovermode: "x", autosize: true,
+        xaxis: { ...xaxis, title: { text: "" }, tickfont: { size: 9 } },
+        yaxis: { ...axis, tickfont: { size: 9 }, nticks: 3, hoverformat: ".4~g", uirevision: `${axis.type}` }, uirevision: "keep",
+        annotations: [{ text: "0 on every step", xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right",
+                        yanchor: "top", showarrow: false, font: { size: 11, color: "#555" } }],
+      };
+    }
     return {
       title: { text: chart.title, font: { size: 13 } },
       margin: { l: 56, r: 10, t: 36, b: 56 }, height: chart.wide ? 520 : chart.height,
-      xaxis: { title: { text: xTitle(), standoff: 4 }, uirevision: page.view.x, exponentformat: "e", minexponent: 6,
-               showspikes: true, spikemode: "across", spikethickness: 1, spikedash: "dot", spikecolor: "#888" },
+      xaxis,
       yaxis: { ...axis, hoverformat: ".4~g", uirevision: `${axis.type}` },
       legend: { orientation: "h", y: chart.wide ? -0.14 : -0.32 }, showlegend: true, uirevision: "keep", hovermode: "x", autosize: true,
       annotations: fallback ? [{ text: "linear: values ≤ 0", xref: "paper", yref: "paper", x: 1, y: 1.08,
@@ -241,12 +273,17 @@
     };
   }
 
+  // What decides whether new points can extend the traces in place or the chart must be drawn anew.
+  function shapeOf(layout) {
+    return JSON.stringify([layout.yaxis.type, layout.yaxis.range || null, layout.xaxis.range || null, layout.height]);
+  }
+
   function render(chart) {
     const raw = chart.series.map((s, i) => rawTrace(chart, s, i));
     const smooth = page.view.smoothing > 0 ? chart.series.map((s, i) => smoothTrace(chart, s, i)) : [];
     const layout = layoutFor(chart);
     Plotly.react(chart.div, [...raw, ...smooth], layout, chart.config);
-    chart.yState = JSON.stringify([layout.yaxis.type, layout.yaxis.range || null]);
+    chart.yState = shapeOf(layout);
     mark(chart);
   }
 
@@ -261,14 +298,22 @@
     div.dataset.smoothed = String(page.view.smoothing > 0);
     div.dataset.yType = div.layout ? div.layout.yaxis.type : "linear";
     div.dataset.logFallback = String(yAxisFor(chart).fallback);
+    const compact = isCompact(chart);
+    if (div.dataset.compact !== String(compact)) {
+      div.dataset.compact = String(compact);
+      div.classList.toggle("chart-compact", compact);
+      if (chart.onShape) chart.onShape(compact);
+    }
   }
 
   // --- charts -----------------------------------------------------------------------------------
   // Makes `div` a managed chart (an empty plot with the page's settings). opts: title, family (the
-  // legend memory's key), height, onClick(step, point).
+  // legend memory's key), height, onClick(step, point); compactZero: draw the chart small while
+  // every value is 0, calling onShape(compact) when that changes; onPin(pinned): offer a pin button.
   function register(div, opts) {
     const chart = {
       div, title: opts.title, family: opts.family, height: opts.height || 260, series: [], wide: false,
+      compactZero: !!opts.compactZero, onShape: opts.onShape || null,
       hidden: new Set(Object.entries(page.legend[opts.family] || {}).filter(([, v]) => v === false).map(([k]) => k)),
       config: { responsive: true, displaylogo: false },
     };
@@ -276,6 +321,7 @@
     div.classList.add("managed-chart");
     Plotly.newPlot(div, [], layoutFor(chart), chart.config);
     addExpandButton(chart);
+    if (opts.onPin) addPinButton(chart, opts.onPin, !!opts.pinned);
     div.on("plotly_hover", (event) => syncHover(chart, event));
     div.on("plotly_unhover", () => syncUnhover(chart));
     div.on("plotly_legendclick", (event) => { toggleSeries(chart, event.data[event.curveNumber].name); return false; });
@@ -331,8 +377,7 @@
       if (s.tokens) s.tokens.push(...data.steps.map(() => null));
       added.push([s, from]);
     }
-    const layout = layoutFor(chart);
-    const yState = JSON.stringify([layout.yaxis.type, layout.yaxis.range || null]);
+    const yState = shapeOf(layoutFor(chart));
     if (chart.series.length !== before || pickTimeUnit() !== page.timeUnit || yState !== chart.yState) {
       draw(div);
       return;
@@ -425,14 +470,48 @@
     chart.div.appendChild(button);
   }
 
+  // Pin to the top: the page decides where a pinned chart goes and remembers it (onPin).
+  function addPinButton(chart, onPin, pinned) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "chart-pin";
+    button.addEventListener("click", () => setPinned(chart, !chart.div.classList.contains("chart-pinned"), onPin));
+    chart.div.appendChild(button);
+    setPinned(chart, pinned, null);
+  }
+
+  function setPinned(chart, pinned, onPin) {
+    const button = chart.div.querySelector(".chart-pin");
+    chart.div.classList.toggle("chart-pinned", pinned);
+    chart.div.dataset.pinned = String(pinned);
+    button.title = pinned ? "Unpin (back to its section)" : "Pin to the top of the page";
+    button.setAttribute("aria-label", button.title);
+    button.setAttribute("aria-pressed", String(pinned));
+    button.textContent = pinned ? "Unpin" : "Pin";
+    if (onPin) onPin(pinned);
+  }
+
+  // Draws a chart again at its container's width (after it moved, or its folded section opened:
+  // a chart drawn while hidden has no width of its own).
+  function refit(div) {
+    const chart = chartOf(div);
+    if (!chart || !div.offsetParent) return;
+    Plotly.relayout(div, { height: isCompact(chart) ? COMPACT_HEIGHT : chart.wide ? 520 : chart.height,
+                           width: null, autosize: true });
+  }
+
   function setWide(chart, wide) {
     chart.wide = wide;
     chart.div.classList.toggle("chart-wide", wide);
     chart.div.dataset.wide = String(wide);
     // width null + autosize: Plotly measures the div again (it now spans the grid, or no longer
     // does). Not Plots.resize: 100 ms later it deletes the layout's height and takes the div's.
-    Plotly.relayout(chart.div, { height: wide ? 520 : chart.height, width: null, autosize: true,
-                                 "legend.y": wide ? -0.14 : -0.32 });
+    if (chart.compactZero && allZero(chart)) {
+      render(chart); // a flat chart opened full width is drawn in full (and small again when closed)
+    } else {
+      Plotly.relayout(chart.div, { height: wide ? 520 : chart.height, width: null, autosize: true,
+                                   "legend.y": wide ? -0.14 : -0.32 });
+    }
     if (wide) chart.div.scrollIntoView({ block: "nearest" });
   }
 
@@ -471,7 +550,8 @@
   function note(text) { const el = document.getElementById("cc-note"); if (el) el.textContent = text; }
 
   window.cohortCharts = {
-    ema, init, register, unregister, setSeries, draw, append, stepRange, setLookup, renderAll, note, setView,
+    ema, init, register, unregister, setSeries, draw, append, stepRange, setLookup, renderAll, note, setView, refit,
+    loadPref, savePref,
     get view() { return { ...page.view }; },
     get ready() { return page.ready; },
   };

@@ -68,14 +68,16 @@
     if (!source || !window.Plotly) return;
     const data = JSON.parse(source.textContent);
     const config = { responsive: true, displaylogo: false };
-    const xaxis = { title: { text: "step", standoff: 4 }, zeroline: false };
+    // An example seen once, or with the same reward every time, still gets readable axes (axes.js).
+    const axes = window.cohortAxes;
+    const xaxis = { title: { text: "step", standoff: 4 }, zeroline: false, ...axes.axis(data.steps, { integer: true }) };
     const legend = { orientation: "h", y: -0.28 };
 
     const rewards = document.getElementById("reward-chart");
     const traces = rewardTraces(data);
     Plotly.newPlot(rewards, traces, {
       height: 320, margin: { l: 50, r: 10, t: 10, b: 70 }, xaxis, legend, hovermode: "closest",
-      yaxis: { title: { text: "total reward" } },
+      yaxis: { title: { text: "total reward" }, ...axes.axis([traces[3].y, data.mean, data.low, data.high]) },
     }, config);
     rewards.dataset.points = String(traces[3].x.length);
     rewards.dataset.drawn = "1";
@@ -85,7 +87,8 @@
     if (groups && data.modules.length) {
       Plotly.newPlot(groups, groupTraces(data), {
         height: 300, margin: { l: 50, r: 60, t: 10, b: 70 }, xaxis, legend, hovermode: "closest",
-        yaxis: { title: { text: "group reward variance" }, rangemode: "tozero" },
+        yaxis: { title: { text: "group reward variance" }, rangemode: "tozero",
+                 ...axes.axis(data.modules.map((m) => m.variance), { floor: 0 }) },
         yaxis2: { title: { text: "similarity (token F1)" }, overlaying: "y", side: "right", range: [0, 1.02],
                   dtick: 0.2, tickformat: ".1f", showgrid: false, zeroline: false },
       }, config);

@@ -65,6 +65,8 @@
       title: { text: "Advantage per member", font: { size: 13 } }, barmode: "group", height: 300,
       margin: { l: 50, r: 10, t: 36, b: 70 }, legend: { orientation: "h", y: -0.35 },
       xaxis: { title: { text: "member (position, rollout)" } },
+      // Bars start at 0: a group whose advantages are all 0 (no reward variance) gets a readable axis.
+      yaxis: { title: { text: "advantage" }, ...window.cohortAxes.axis([0, chart.used, chart.grpo, chart.gdpo]) },
     }, { responsive: true, displaylogo: false });
     div.dataset.drawn = "1";
   }

@@ -24,15 +24,15 @@
     const scores = trials.map((t) => t.score);
     const best = [];
     scores.reduce((top, s) => { const next = Math.max(top, s); best.push(next); return next; }, -Infinity);
-    // A flat line of equal scores still gets a readable y range.
-    const low = Math.min(...scores), high = Math.max(...scores);
-    const pad = high > low ? (high - low) * 0.1 : Math.max(1, Math.abs(high) * 0.1);
+    const numbers = trials.map((t) => t.trial);
     Plotly.react(chart, [
-      { x: trials.map((t) => t.trial), y: scores, mode: "markers", name: "trial score", marker: { size: 8 } },
-      { x: trials.map((t) => t.trial), y: best, mode: "lines", name: "best so far", line: { shape: "hv" } },
+      { x: numbers, y: scores, mode: "markers", name: "trial score", marker: { size: 8 } },
+      { x: numbers, y: best, mode: "lines", name: "best so far", line: { shape: "hv" } },
     ], {
       height: 240, margin: { t: 24, r: 16, b: 40, l: 48 }, title: { text: "Score of each trial (dev set)", font: { size: 13 } },
-      xaxis: { title: { text: "trial" }, dtick: 1 }, yaxis: { title: { text: "score" }, range: [low - pad, high + pad] },
+      // Equal scores, or a single trial, still get readable axes (axes.js).
+      xaxis: { title: { text: "trial" }, dtick: 1, ...window.cohortAxes.axis(numbers, { integer: true }) },
+      yaxis: { title: { text: "score" }, ...window.cohortAxes.axis(scores) },
       legend: { orientation: "h", y: -0.3 },
     }, { displayModeBar: false, responsive: true });
   }

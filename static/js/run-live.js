@@ -18,37 +18,38 @@
   const HEATMAP_EVERY_MS = 15000;
   const cc = window.cohortCharts;
 
-  // Chart families in display order: [key prefix, title]. Keys are "<family>/<series>" or "<family>".
+  // Chart families in display order: [key prefix, title, section]. Keys are "<family>/<series>" or
+  // "<family>"; sections are the page's folding groups (webapp/runs/views.py CHART_SECTIONS).
   const FAMILIES = [
-    ["reward", "Reward (mean and each component)"],
-    ["eval/reward", "Evaluation reward"],
-    ["format_penalty", "Format penalty per module"],
-    ["parse_ok", "Parsed outputs per module (share)"],
-    ["group_var", "Group reward variance per module"],
-    ["zero_var_share", "Zero-variance groups (share)"],
-    ["similarity", "Intra-group similarity per module (token F1)"],
-    ["adv_resolution", "Advantage resolution (distinct advantages / distinct reward vectors)"],
-    ["loss", "Policy loss"],
-    ["kl", "KL to the reference model"],
-    ["mismatch", "Sampler / trainer mismatch (per token: |log-prob difference|, KL)"],
-    ["is_weight", "Importance-sampling weight (mean, share truncated at the cap)"],
-    ["clip_fraction", "Clipped ratio fraction"],
-    ["grad_norm", "Gradient norm (before clipping)"],
-    ["lr", "Learning rate"],
-    ["tokens_per_s", "Training throughput (tokens/s)"],
-    ["failure_rate", "Failed trajectories (share)"],
-    ["completion_tokens", "Completion tokens per step"],
-    ["truncated", "Truncated completions"],
-    ["groups", "Groups per step"],
-    ["time", "Step time (s)"],
-    ["error_rate", "Rollouts that raised (share)"],
-    // The System section (trainer/telemetry.py): its own grid below the training charts.
-    ["system/memory", "GPU memory (GiB): allocated, reserved, peak in the step"],
-    ["system/gpu_util", "GPU utilisation (%)"],
-    ["system/gpu_power_w", "GPU power (W)"],
-    ["system/rss_gb", "Process memory (RSS, GiB)"],
-    ["system/time", "Sampling vs update time per step (s)"],
-    ["system/ranks", "Sampling and update time per process (s): the slowest holds up the step"],
+    ["reward", "Reward (mean and each component)", "learning"],
+    ["eval/reward", "Evaluation reward", "learning"],
+    ["eval", "Evaluation", "learning"],
+    ["format_penalty", "Format penalty per module", "learning"],
+    ["parse_ok", "Parsed outputs per module (share)", "learning"],
+    ["group_var", "Group reward variance per module", "groups"],
+    ["zero_var_share", "Zero-variance groups (share)", "groups"],
+    ["similarity", "Intra-group similarity per module (token F1)", "groups"],
+    ["adv_resolution", "Advantage resolution (distinct advantages / distinct reward vectors)", "groups"],
+    ["groups", "Groups per step", "groups"],
+    ["loss", "Policy loss", "optimization"],
+    ["kl", "KL to the reference model", "optimization"],
+    ["clip_fraction", "Clipped ratio fraction", "optimization"],
+    ["grad_norm", "Gradient norm (before clipping)", "optimization"],
+    ["lr", "Learning rate", "optimization"],
+    ["mismatch", "Sampler / trainer mismatch (per token: |log-prob difference|, KL)", "optimization"],
+    ["is_weight", "Importance-sampling weight (mean, share truncated at the cap)", "optimization"],
+    ["completion_tokens", "Completion tokens per step", "sampling"],
+    ["truncated", "Truncated completions", "sampling"],
+    ["failure_rate", "Failed trajectories (share)", "sampling"],
+    ["error_rate", "Rollouts that raised (share)", "sampling"],
+    ["tokens_per_s", "Training throughput (tokens/s)", "sampling"],
+    ["time", "Step time (s)", "sampling"],
+    ["system/memory", "GPU memory (GiB): allocated, reserved, peak in the step", "system"],
+    ["system/gpu_util", "GPU utilisation (%)", "system"],
+    ["system/gpu_power_w", "GPU power (W)", "system"],
+    ["system/rss_gb", "Process memory (RSS, GiB)", "system"],
+    ["system/time", "Sampling vs update time per step (s)", "system"],
+    ["system/ranks", "Sampling and update time per process (s): the slowest holds up the step", "system"],
   ];
   const SYSTEM_FAMILY = { gpu_mem_allocated_gb: "system/memory", gpu_mem_reserved_gb: "system/memory",
                           gpu_mem_peak_gb: "system/memory", sample_s: "system/time", update_s: "system/time" };
@@ -88,32 +89,94 @@
     return [key.slice(0, slash), key.slice(slash + 1)];
   }
 
-  function titleOf(family) {
+  function familyInfo(family) {
     const known = FAMILIES.find(([prefix]) => prefix === family);
-    return known ? known[1] : family;
+    if (known) return { title: known[1], section: known[2], rank: FAMILIES.indexOf(known) };
+    return { title: family, section: family.startsWith("system/") ? "system" : "other", rank: FAMILIES.length };
   }
 
   function chartFor(family) {
     let chart = state.charts.get(family);
     if (chart) return chart;
-    const system = family.startsWith("system/");
-    if (!system) document.getElementById("no-points")?.remove();
-    const container = document.getElementById(system ? "system-charts" : "charts");
-    if (system) document.getElementById("system-section").hidden = false;
+    document.getElementById("no-points")?.remove();
     const div = document.createElement("div");
     div.className = "chart";
     div.id = "chart-" + family.replace(/[^a-z0-9_]/gi, "-");
     div.dataset.family = family;
+    div.dataset.section = familyInfo(family).section;
     div.dataset.points = "0";
-    // Keep the display order of FAMILIES whatever order the keys arrive in.
-    const rank = (f) => { const i = FAMILIES.findIndex(([p]) => p === f); return i < 0 ? FAMILIES.length : i; };
-    const after = [...container.children].find((el) => rank(el.dataset.family) > rank(family));
-    container.insertBefore(div, after || null);
-    cc.register(div, { title: titleOf(family), family, onClick: (step) => openStep(step) });
+    document.getElementById(`charts-${div.dataset.section}`).appendChild(div);
     chart = { div, keys: new Map(), downsampled: false, zoomed: false, zoomSeq: 0 };
     state.charts.set(family, chart);
+    cc.register(div, {
+      title: familyInfo(family).title, family, onClick: (step) => openStep(step), compactZero: true,
+      onShape: () => place(chart), pinned: layout.pinned.includes(family), onPin: (pinned) => pin(family, pinned),
+    });
+    place(chart);
     div.on("plotly_relayout", (event) => onRelayout(chart, event));
     return chart;
+  }
+
+  // --- sections: where a chart sits, folding and pinning (remembered per user: "run-layout") ------
+  const layout = { sections: {}, pinned: [] }; // {section: open}, pinned families in pin order
+
+  // A chart goes to the pinned strip when pinned, to its section's strip of small charts while every
+  // value is 0, to its section's grid otherwise; each in display order (pin order when pinned).
+  function place(chart) {
+    const div = chart.div;
+    const section = div.dataset.section;
+    const pinned = layout.pinned.includes(div.dataset.family);
+    const compact = div.dataset.compact === "true";
+    const container = document.getElementById(pinned ? "charts-pinned" : compact ? `flat-${section}` : `charts-${section}`);
+    const order = (el) => (pinned ? layout.pinned.indexOf(el.dataset.family) : familyInfo(el.dataset.family).rank);
+    const after = [...container.children].find((el) => el !== div && order(el) > order(div));
+    if (div.parentElement !== container || div.nextElementSibling !== (after || null)) {
+      container.insertBefore(div, after || null);
+      cc.refit(div);
+    }
+    showSections();
+  }
+
+  // A section shows once it has a chart; its summary counts the charts drawn small.
+  function showSections() {
+    for (const el of document.querySelectorAll(".chart-section[data-section]")) {
+      const key = el.dataset.section;
+      const grid = document.getElementById(`charts-${key}`), flat = document.getElementById(`flat-${key}`);
+      const heatmaps = key === "groups" ? document.getElementById("heatmaps").children.length : 0;
+      el.hidden = grid.children.length + flat.children.length + heatmaps === 0;
+      const n = flat.children.length;
+      el.querySelector(".section-flat-count").textContent = n ? `· ${n} chart${n > 1 ? "s" : ""} at 0 on every step, drawn small` : "";
+    }
+    document.getElementById("section-pinned").hidden = document.getElementById("charts-pinned").children.length === 0;
+  }
+
+  function pin(family, pinned) {
+    layout.pinned = layout.pinned.filter((f) => f !== family);
+    if (pinned) layout.pinned.push(family);
+    const chart = state.charts.get(family);
+    if (chart) place(chart);
+    if (pinned) document.getElementById("section-pinned").scrollIntoView({ block: "nearest" });
+    cc.savePref("run-layout", layout);
+  }
+
+  async function loadLayout() {
+    const stored = await cc.loadPref("run-layout");
+    if (stored) {
+      layout.sections = stored.sections && typeof stored.sections === "object" ? { ...stored.sections } : {};
+      layout.pinned = Array.isArray(stored.pinned) ? stored.pinned.filter((f) => typeof f === "string") : [];
+    }
+    for (const el of document.querySelectorAll(".chart-section[data-section]")) {
+      const key = el.dataset.section;
+      if (layout.sections[key] === false) el.open = false;
+      el.addEventListener("toggle", () => {
+        if (el.open) for (const div of el.querySelectorAll(".managed-chart")) cc.refit(div);
+        if (el.open) for (const div of el.querySelectorAll("#heatmaps .chart")) Plotly.relayout(div, { width: null, autosize: true });
+        if ((layout.sections[key] !== false) === el.open) return; // set on load, not by the user
+        layout.sections[key] = el.open;
+        cc.savePref("run-layout", layout);
+      });
+    }
+    document.getElementById("charts").dataset.layoutReady = "1";
   }
 
   function openStep(step) {
@@ -229,7 +292,7 @@
     for (const chart of state.charts.values()) { cc.unregister(chart.div); Plotly.purge(chart.div); chart.div.remove(); }
     state.charts.clear();
     state.axes.clear();
-    document.getElementById("system-section").hidden = true;
+    showSections();
     state.lastSeq = 0;
     state.heatmapAt = 0;
   }
@@ -291,12 +354,16 @@
           div.on("plotly_click", (event) => openStep(event.points && event.points[0] && event.points[0].x));
         }
         const binned = data.bin > 1 ? ` (mean over ${data.bin} steps per column)` : "";
+        // The share's scale is fixed (0 to 1); a variance that is the same everywhere gets a readable one.
+        const share = family === "zero_var_share";
+        const zRange = share ? { zmin: 0, zmax: 1 } : window.cohortAxes.colorRange(data.z, { floor: 0 });
         Plotly.react(div, [{ type: "heatmap", x: data.x, y: data.modules, z: data.z, colorscale, hoverongaps: false,
-                             zmin: family === "zero_var_share" ? 0 : undefined, zmax: family === "zero_var_share" ? 1 : undefined,
-                             colorbar: { thickness: 12 } }], {
+                             ...zRange, colorbar: { thickness: 12, tickformat: "~g" } }], {
           title: { text: data.title + binned, font: { size: 13 } }, height: Math.max(260, 120 + 28 * data.modules.length),
-          margin: { l: 110, r: 10, t: 36, b: 40 }, xaxis: { title: { text: "step" } }, uirevision: "keep",
+          margin: { l: 110, r: 10, t: 36, b: 40 }, uirevision: "keep",
+          xaxis: { title: { text: "step" }, ...window.cohortAxes.axis(data.x, { integer: data.bin <= 1 }) },
         }, { responsive: true, displaylogo: false });
+        showSections();
         div.dataset.modules = String(data.modules.length);
         div.dataset.columns = String(data.x.length);
       } catch (err) {
@@ -454,7 +521,7 @@
     });
     cc.init("run", document.getElementById("chart-toolbar"));
     cc.setLookup((step) => state.axes.get(step), () => !!state.hasTokens);
-    await cc.ready; // the user's stored settings and legend choices apply to the first draw
+    await Promise.all([cc.ready, loadLayout()]); // the user's stored settings, legend and layout apply to the first draw
     await loadOverview();
     loadHeatmaps();
     refetch();

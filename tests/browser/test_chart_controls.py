@@ -89,16 +89,16 @@ def test_chart_controls_on_the_run_page(page, browser, screenshot, asgi_server, 
         assert [g for g in got if g is not None] == pytest.approx([w for w in want if w is not None])
 
     # The System section: its own heading and charts for memory, utilisation, power, RSS, timings.
-    assert page.is_visible("#system-section h2:has-text('System')")
+    assert page.is_visible("#section-system h2:has-text('System')")
     for chart in ("chart-system-memory", "chart-system-gpu_util", "chart-system-gpu_power_w", "chart-system-rss_gb",
                   "chart-system-time", "chart-system-ranks"):
-        assert page.locator(f"#system-charts #{chart}").count() == 1, chart
+        assert page.locator(f"#charts-system #{chart}").count() == 1, chart
     memory = {t["name"] for t in traces(page, "chart-system-memory")}
     assert memory == {"gpu_mem_allocated_gb", "gpu_mem_reserved_gb", "gpu_mem_peak_gb"}
     assert {t["name"] for t in traces(page, "chart-system-time")} == {"sample_s", "update_s"}
     assert {t["name"] for t in traces(page, "chart-system-ranks")} == {
         "rank 0 sampling", "rank 0 update", "rank 1 sampling", "rank 1 update"}
-    assert page.locator("#charts [id^=chart-system]").count() == 0
+    assert page.locator("#section-learning [id^=chart-system]").count() == 0
 
     # A constant learning rate of 0.002 reads as itself on its axis.
     ticks = page.eval_on_selector_all("#chart-lr .ytick text", "els => els.map((e) => e.textContent)")

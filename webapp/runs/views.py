@@ -113,6 +113,18 @@ def run_detail(request, run_id: int):
     return render(request, "runs/detail.html", _detail_context(run))
 
 
+# The run page's chart sections, in page order: (key, title, what it answers). Which chart goes in
+# which is run-live.js's FAMILIES; a metric no family claims lands in "other".
+CHART_SECTIONS = (
+    ("learning", "Learning", "Is the run learning? Reward, its components, evaluation, parsed outputs."),
+    ("groups", "Groups", "Do the groups carry a signal? Variance, zero-variance share, similarity, advantages."),
+    ("optimization", "Optimization", "Loss, KL, clipping, gradient norm, learning rate, sampler mismatch."),
+    ("sampling", "Sampling", "Tokens, truncation, failures, throughput and step time."),
+    ("other", "Other metrics", "Metrics the program reports itself."),
+    ("system", "System", "GPU memory, utilisation and power, process memory, time per process."),
+)
+
+
 def _detail_context(run) -> dict:
     live = {
         "run": run.pk, "state": run.state, "attempt": run.attempt,
@@ -125,7 +137,8 @@ def _detail_context(run) -> dict:
     optimizes = (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
     # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
-    return {"run": run, "live": live, "prompt_phase": prompt_phase, "experiments": experiments_of([run])}
+    return {"run": run, "live": live, "prompt_phase": prompt_phase, "experiments": experiments_of([run]),
+            "chart_sections": CHART_SECTIONS}
 
 
 @require_POST

@@ -6,6 +6,7 @@ advantage and metric code, and stored through the real ingest service.
   call counts vary; MMGRPO module-level groups with PadGroups `fill` and up-sampling to G.
 - `collapse_step_event`: one example whose rewards (format, correct) are (1,0), (0,1), (0,1), (0,0):
   GRPO on the sum gives (1,0) and (0,1) the same advantage, GDPO does not (GDPO paper, Section 2).
+- `constant_step_event`: one example whose rollouts all get the same reward (a flat line everywhere).
 - `mhgpo_step_event`: Fork-on-First on a rewriter -> reranker -> answerer chain (MHGPO Algorithm 3),
   rewards propagated backward, agent-specific penalties, homogeneous and heterogeneous groups.
 - `error_step_event`: the same, but the program's `step` raises for one fork of the first question
@@ -106,6 +107,15 @@ def collapse_step_event(step: int = 1, *, members: int = 4) -> dict:
         trajectories.append(Trajectory("q-collapse", [call], rewards={"format": fmt, "correct": correct},
                                        trajectory_id=f"t{i}", total_reward=fmt + correct))
     return _mmgrpo(step, trajectories, group_size=members, names=("format", "correct"))
+
+
+def constant_step_event(step: int = 1, *, value: float = 0.56662966, members: int = 4, extra=None) -> dict:
+    """One example ("q-constant"), one module, every rollout rewarded `value`: no reward variance,
+    every advantage 0 (the degenerate-axis case of every chart, issue 27)."""
+    trajectories = [Trajectory("q-constant", [ModuleCall("answerer", 0, "Q: 2 + 2?", f"4 ({i})", True, call_id=f"k{i}")],
+                               rewards={"correct": value}, trajectory_id=f"k{i}", total_reward=value)
+                    for i in range(members)]
+    return _mmgrpo(step, trajectories, group_size=members, names=("correct",), extra=extra)
 
 
 def mhgpo_step_event(step: int, *, questions: int = 2, group_size: int = 3, attempt: int = 1) -> dict:
