@@ -1,6 +1,6 @@
 // Chart controls shared by the run page (run-live.js) and the compare page (compare.js): a toolbar
 // (smoothing, log y, x axis by step / wall time / tokens seen), hover synced across the page's
-// charts, legend choices remembered per user on the server (/prefs/<key>), a full-width toggle per
+// charts, legend choices remembered per user on the server (prefs.js), a full-width toggle per
 // chart, and axis ticks that show small values as themselves.
 //
 // Each chart keeps its data as a model (per series: steps, raw y, and where known per-point wall
@@ -17,7 +17,6 @@
   const X_MODES = { step: "step", time: "wall time", tokens: "tokens seen" };
   const RAW_OPACITY = 0.25;
   const HOURS_ABOVE_S = 2 * 3600; // wall time reads in minutes up to two hours, in hours beyond
-  const SAVE_AFTER_MS = 400;
   const COMPACT_HEIGHT = 96;
 
   // De-biased exponential moving average, as TensorBoard and W&B smooth: s_t = a*s_{t-1} + (1-a)*x_t,
@@ -43,54 +42,15 @@
     charts: new Map(), // div -> chart model
     legend: {}, // {family: {series: visible}} of this page, as stored
     legendKey: "legend",
-    prefsUrl: null,
-    csrf: null,
     lookup: null, // step -> {t, tokens}: the run page's shared table (per-series arrays win)
     lookupHasTokens: null,
     timeUnit: "min",
-    syncing: false,
     ready: Promise.resolve(),
-    saveTimers: {},
   };
 
-  // --- preferences ----------------------------------------------------------------------------
-  function prefUrl(key) { return page.prefsUrl.replace(/key$/, encodeURIComponent(key)); }
-
-  async function loadPref(key) {
-    if (!page.prefsUrl) return null;
-    try {
-      const response = await fetch(prefUrl(key), { credentials: "same-origin" });
-      if (!response.ok) return null;
-      const body = await response.json();
-      return body.value && typeof body.value === "object" ? body.value : null;
-    } catch (err) {
-      return null; // defaults: a page works without its stored preferences
-    }
-  }
-
-  function savePref(key, value) {
-    if (!page.prefsUrl) return;
-    clearTimeout(page.saveTimers[key]);
-    page.saveTimers[key] = setTimeout(async () => {
-      try {
-        const response = await fetch(prefUrl(key), {
-          method: "PUT", credentials: "same-origin", body: JSON.stringify(value),
-          headers: { "Content-Type": "application/json", "X-CSRFToken": page.csrf || "" },
-        });
-        const flag = key === "charts" ? "chartsSaved" : key.startsWith("legend") ? "legendSaved" : "layoutSaved";
-        document.body.dataset[flag] = response.ok ? "1" : "error";
-      } catch (err) {
-        /* kept for this page only */
-      }
-    }, SAVE_AFTER_MS);
-  }
-
-  function csrfToken() {
-    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
-    if (input) return input.value;
-    const cookie = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="));
-    return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : null;
-  }
+  // --- preferences (prefs.js) -------------------------------------------------------------------
+  const loadPref = (key) => window.cohortPrefs.load(key);
+  const savePref = (key, value) => window.cohortPrefs.save(key, value);
 
   // --- the toolbar ------------------------------------------------------------------------------
   function buildToolbar(bar) {
@@ -433,63 +393,13 @@
     rememberLegend(chart);
   }
 
-  // --- hover sync -------------------------------------------------------------------------------
-  function syncHover(chart, event) {
-    if (page.syncing || !event.points || !event.points.length) return;
-    const x = event.xvals && event.xvals.length ? event.xvals[0] : event.points[0].x;
-    page.syncing = true;
-    try {
-      for (const other of page.charts.values()) {
-        if (other === chart || !other.div.data || !other.div.data.length) continue;
-        Plotly.Fx.hover(other.div, { xval: x }, "xy");
-      }
-    } finally {
-      page.syncing = false;
-    }
-  }
-
-  function syncUnhover(chart) {
-    if (page.syncing) return;
-    page.syncing = true;
-    try {
-      for (const other of page.charts.values()) if (other !== chart) Plotly.Fx.unhover(other.div);
-    } finally {
-      page.syncing = false;
-    }
-  }
-
-  // --- full width -------------------------------------------------------------------------------
-  function addExpandButton(chart) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.className = "chart-expand";
-    button.title = "Full width (Esc restores)";
-    button.setAttribute("aria-label", "Toggle full width");
-    button.textContent = "⤢";
-    button.addEventListener("click", () => setWide(chart, !chart.wide));
-    chart.div.appendChild(button);
-  }
-
-  // Pin to the top: the page decides where a pinned chart goes and remembers it (onPin).
-  function addPinButton(chart, onPin, pinned) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.className = "chart-pin";
-    button.addEventListener("click", () => setPinned(chart, !chart.div.classList.contains("chart-pinned"), onPin));
-    chart.div.appendChild(button);
-    setPinned(chart, pinned, null);
-  }
-
-  function setPinned(chart, pinned, onPin) {
-    const button = chart.div.querySelector(".chart-pin");
-    chart.div.classList.toggle("chart-pinned", pinned);
-    chart.div.dataset.pinned = String(pinned);
-    button.title = pinned ? "Unpin (back to its section)" : "Pin to the top of the page";
-    button.setAttribute("aria-label", button.title);
-    button.setAttribute("aria-pressed", String(pinned));
-    button.textContent = pinned ? "Unpin" : "Pin";
-    if (onPin) onPin(pinned);
-  }
+  // --- hover sync and the chart's buttons (chart-frame.js) ----------------------------------------
+  const frame = window.cohortChartFrame;
+  const syncHover = (chart, event) => frame.syncHover(page.charts.values(), chart, event);
+  const syncUnhover = (chart) => frame.syncUnhover(page.charts.values(), chart);
+  const addExpandButton = (chart) => frame.addButton(chart.div, "chart-expand", "⤢", "Full width (Esc restores)",
+                                                    () => setWide(chart, !chart.wide));
+  const addPinButton = (chart, onPin, pinned) => frame.addPin(chart.div, pinned, onPin);
 
   // Draws a chart again at its container's width (after it moved, or its folded section opened:
   // a chart drawn while hidden has no width of its own).
@@ -526,8 +436,7 @@
   function init(name, bar) {
     page.name = name;
     page.legendKey = name === "run" ? "legend" : `legend.${name}`;
-    page.prefsUrl = bar ? bar.dataset.prefsUrl || null : null;
-    page.csrf = csrfToken();
+    window.cohortPrefs.configure(bar ? bar.dataset.prefsUrl || null : null);
     if (bar) buildToolbar(bar);
     page.ready = (async () => {
       const [charts, legend] = await Promise.all([loadPref("charts"), loadPref(page.legendKey)]);
@@ -551,7 +460,6 @@
 
   window.cohortCharts = {
     ema, init, register, unregister, setSeries, draw, append, stepRange, setLookup, renderAll, note, setView, refit,
-    loadPref, savePref,
     get view() { return { ...page.view }; },
     get ready() { return page.ready; },
   };

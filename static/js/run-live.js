@@ -5,8 +5,9 @@
 // last seq seen (metrics.json?after=<seq>), so a dropped notice or a restarted Redis never loses a
 // point. Zooming a chart re-queries the visible step range at full resolution (series=...&from_step=
 // &to_step=); clicking a point opens that step's inspector. Drawing (smoothing, log y, the x axis,
-// hover sync, legend memory, full width) is chart-controls.js's (window.cohortCharts); this file
-// keeps the data coming, and a step -> (wall time, tokens seen) table for the other x axes.
+// hover sync, legend memory, full width) is chart-controls.js's (window.cohortCharts), where a chart
+// sits (sections, pins, small flat charts) and the heatmaps run-sections.js's; this file keeps the
+// data coming, and a step -> (wall time, tokens seen) table for the other x axes.
 (function () {
   "use strict";
 
@@ -17,6 +18,7 @@
   const GL_ABOVE = 1000; // series longer than this are drawn with WebGL (scattergl)
   const HEATMAP_EVERY_MS = 15000;
   const cc = window.cohortCharts;
+  const sections = window.cohortSections; // run-sections.js: where each chart sits, folding, pins, heatmaps
 
   // Chart families in display order: [key prefix, title, section]. Keys are "<family>/<series>" or
   // "<family>"; sections are the page's folding groups (webapp/runs/views.py CHART_SECTIONS).
@@ -110,73 +112,11 @@
     state.charts.set(family, chart);
     cc.register(div, {
       title: familyInfo(family).title, family, onClick: (step) => openStep(step), compactZero: true,
-      onShape: () => place(chart), pinned: layout.pinned.includes(family), onPin: (pinned) => pin(family, pinned),
+      onShape: () => sections.place(div), pinned: sections.isPinned(family), onPin: (pinned) => sections.pin(div, pinned),
     });
-    place(chart);
+    sections.place(div);
     div.on("plotly_relayout", (event) => onRelayout(chart, event));
     return chart;
-  }
-
-  // --- sections: where a chart sits, folding and pinning (remembered per user: "run-layout") ------
-  const layout = { sections: {}, pinned: [] }; // {section: open}, pinned families in pin order
-
-  // A chart goes to the pinned strip when pinned, to its section's strip of small charts while every
-  // value is 0, to its section's grid otherwise; each in display order (pin order when pinned).
-  function place(chart) {
-    const div = chart.div;
-    const section = div.dataset.section;
-    const pinned = layout.pinned.includes(div.dataset.family);
-    const compact = div.dataset.compact === "true";
-    const container = document.getElementById(pinned ? "charts-pinned" : compact ? `flat-${section}` : `charts-${section}`);
-    const order = (el) => (pinned ? layout.pinned.indexOf(el.dataset.family) : familyInfo(el.dataset.family).rank);
-    const after = [...container.children].find((el) => el !== div && order(el) > order(div));
-    if (div.parentElement !== container || div.nextElementSibling !== (after || null)) {
-      container.insertBefore(div, after || null);
-      cc.refit(div);
-    }
-    showSections();
-  }
-
-  // A section shows once it has a chart; its summary counts the charts drawn small.
-  function showSections() {
-    for (const el of document.querySelectorAll(".chart-section[data-section]")) {
-      const key = el.dataset.section;
-      const grid = document.getElementById(`charts-${key}`), flat = document.getElementById(`flat-${key}`);
-      const heatmaps = key === "groups" ? document.getElementById("heatmaps").children.length : 0;
-      el.hidden = grid.children.length + flat.children.length + heatmaps === 0;
-      const n = flat.children.length;
-      el.querySelector(".section-flat-count").textContent = n ? `· ${n} chart${n > 1 ? "s" : ""} at 0 on every step, drawn small` : "";
-    }
-    document.getElementById("section-pinned").hidden = document.getElementById("charts-pinned").children.length === 0;
-  }
-
-  function pin(family, pinned) {
-    layout.pinned = layout.pinned.filter((f) => f !== family);
-    if (pinned) layout.pinned.push(family);
-    const chart = state.charts.get(family);
-    if (chart) place(chart);
-    if (pinned) document.getElementById("section-pinned").scrollIntoView({ block: "nearest" });
-    cc.savePref("run-layout", layout);
-  }
-
-  async function loadLayout() {
-    const stored = await cc.loadPref("run-layout");
-    if (stored) {
-      layout.sections = stored.sections && typeof stored.sections === "object" ? { ...stored.sections } : {};
-      layout.pinned = Array.isArray(stored.pinned) ? stored.pinned.filter((f) => typeof f === "string") : [];
-    }
-    for (const el of document.querySelectorAll(".chart-section[data-section]")) {
-      const key = el.dataset.section;
-      if (layout.sections[key] === false) el.open = false;
-      el.addEventListener("toggle", () => {
-        if (el.open) for (const div of el.querySelectorAll(".managed-chart")) cc.refit(div);
-        if (el.open) for (const div of el.querySelectorAll("#heatmaps .chart")) Plotly.relayout(div, { width: null, autosize: true });
-        if ((layout.sections[key] !== false) === el.open) return; // set on load, not by the user
-        layout.sections[key] = el.open;
-        cc.savePref("run-layout", layout);
-      });
-    }
-    document.getElementById("charts").dataset.layoutReady = "1";
   }
 
   function openStep(step) {
@@ -292,7 +232,7 @@
     for (const chart of state.charts.values()) { cc.unregister(chart.div); Plotly.purge(chart.div); chart.div.remove(); }
     state.charts.clear();
     state.axes.clear();
-    showSections();
+    sections.show();
     state.lastSeq = 0;
     state.heatmapAt = 0;
   }
@@ -333,43 +273,9 @@
     }
   }
 
-  // Heatmaps of per-module group variance and zero-variance share over steps (binned server-side).
-  // Zero-variance share: white (every group carries signal) to red (none does).
-  const HEATMAPS = [["group_var", "Viridis"], ["zero_var_share", [[0, "#f8f9fb"], [1, "#c92a2a"]]]];
-  async function loadHeatmaps() {
+  function loadHeatmaps() {
     state.heatmapAt = Date.now();
-    for (const [family, colorscale] of HEATMAPS) {
-      try {
-        const response = await fetch(`${live.heatmap_url}?family=${family}`, { credentials: "same-origin" });
-        if (!response.ok) continue;
-        const data = await response.json();
-        if (!data.modules.length) continue;
-        let div = document.getElementById(`heatmap-${family}`);
-        if (!div) {
-          div = document.createElement("div");
-          div.id = `heatmap-${family}`;
-          div.className = "chart";
-          document.getElementById("heatmaps").appendChild(div);
-          Plotly.newPlot(div, [], {}, { responsive: true, displaylogo: false });
-          div.on("plotly_click", (event) => openStep(event.points && event.points[0] && event.points[0].x));
-        }
-        const binned = data.bin > 1 ? ` (mean over ${data.bin} steps per column)` : "";
-        // The share's scale is fixed (0 to 1); a variance that is the same everywhere gets a readable one.
-        const share = family === "zero_var_share";
-        const zRange = share ? { zmin: 0, zmax: 1 } : window.cohortAxes.colorRange(data.z, { floor: 0 });
-        Plotly.react(div, [{ type: "heatmap", x: data.x, y: data.modules, z: data.z, colorscale, hoverongaps: false,
-                             ...zRange, colorbar: { thickness: 12, tickformat: "~g" } }], {
-          title: { text: data.title + binned, font: { size: 13 } }, height: Math.max(260, 120 + 28 * data.modules.length),
-          margin: { l: 110, r: 10, t: 36, b: 40 }, uirevision: "keep",
-          xaxis: { title: { text: "step" }, ...window.cohortAxes.axis(data.x, { integer: data.bin <= 1 }) },
-        }, { responsive: true, displaylogo: false });
-        showSections();
-        div.dataset.modules = String(data.modules.length);
-        div.dataset.columns = String(data.x.length);
-      } catch (err) {
-        /* the next notice tries again */
-      }
-    }
+    return sections.loadHeatmaps(live.heatmap_url, openStep);
   }
 
   // Loads every stored point after the last seq seen; concurrent callers share one request chain.
@@ -521,7 +427,8 @@
     });
     cc.init("run", document.getElementById("chart-toolbar"));
     cc.setLookup((step) => state.axes.get(step), () => !!state.hasTokens);
-    await Promise.all([cc.ready, loadLayout()]); // the user's stored settings, legend and layout apply to the first draw
+    sections.setOrder((family) => familyInfo(family).rank);
+    await Promise.all([cc.ready, sections.load()]); // the user's stored settings, legend and layout apply to the first draw
     await loadOverview();
     loadHeatmaps();
     refetch();
