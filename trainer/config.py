@@ -2,7 +2,9 @@
 
 The web form validates with this very class and the worker runs it, so an invalid combination is
 caught before anything is queued. Every field carries its help text and form group in its
-metadata (`RunConfig.field_help()`), so the form, the CLI and this file say the same thing.
+metadata (`RunConfig.field_help()`), so the form, the CLI and this file say the same thing; a field
+read only under some choices (MHGPO's sampling, the vLLM knobs) also says which
+(`RunConfig.field_conditions()`), so the form shows it only then.
 Invalid values raise `ValueError` with a message that says how to fix them.
 
     >>> RunConfig(program="toy", group_size=4, rollouts_per_example=4).group_size
@@ -50,8 +52,25 @@ class ConfigError(ValueError):
         self.field = field
 
 
-def _meta(help_text: str, group: str) -> dict[str, str]:
-    return {"help": help_text, "group": group}
+# A condition on a property of the chosen program rather than on a RunConfig field (`when` keys):
+# "true" for a DSPy program, whose prompts can be optimized and whose saved state can be loaded.
+PROGRAM_OPTIMIZES_PROMPTS = "program.optimizes_prompts"
+
+
+def _meta(help_text: str, group: str, when: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """A field's metadata: its help text, its form group and, in `when`, the values of other fields
+    under which the trainer reads it at all (`{"strategy": ("mmgrpo",)}`; several keys must all hold).
+    Values are written as the form submits them: a choice as itself, a bool as "true" / "false".
+    The launch form hides a field while its condition fails (see `RunConfig.field_conditions`)."""
+    meta: dict[str, Any] = {"help": help_text, "group": group}
+    if when:
+        meta["when"] = when
+    return meta
+
+
+# Phase 1's knobs: only a DSPy program runs it (trainer/dspy/prompt_phase.py), for any optimizer but "none".
+_PROMPT_PHASE = {PROGRAM_OPTIMIZES_PROMPTS: ("true",), "prompt_optimizer": ("mipro_light", "mipro_medium", "gepa")}
+_DSPY_ONLY = {PROGRAM_OPTIMIZES_PROMPTS: ("true",)}
 
 
 @dataclass
@@ -66,8 +85,19 @@ class RewardSpec:
     threshold: float = 1.0
 
     def __post_init__(self):
-        if not self.name:
+        if not self.name or not isinstance(self.name, str):
             raise ConfigError("rewards", "every reward needs a name, e.g. {name = 'exact_match'}")
+        # A JSON or TOML config can hold anything here; each is refused beside the rewards, not as a crash.
+        for key in ("weight", "threshold"):
+            value = getattr(self, key)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ConfigError("rewards", f"reward {self.name!r}: {key} must be a number, not {value!r}.")
+        if not isinstance(self.params, dict):
+            raise ConfigError("rewards", f"reward {self.name!r}: params must be a table of parameter values, "
+                              f"e.g. {{limit = 4000}}, not {self.params!r}.")
+        if self.condition_on is not None and not isinstance(self.condition_on, str):
+            raise ConfigError("rewards", f"reward {self.name!r}: condition_on must name another reward, "
+                              f"not {self.condition_on!r}.")
         if not math.isfinite(self.weight):
             raise ConfigError("rewards", f"reward {self.name!r}: weight must be a finite number, not {self.weight!r}.")
         if self.condition_on == self.name:
@@ -127,37 +157,44 @@ class RunConfig:
         "JSONL retrieval corpus (title, text) for search programs.", "task"))
     program_state: str | None = field(default=None, metadata=_meta(
         "A DSPy program's state saved with its save() after prompt optimization (MIPROv2, GEPA: the "
-        "optimized instructions and demos), loaded before training. DSPy programs only.", "task"))
+        "optimized instructions and demos), loaded before training. DSPy programs only.", "task",
+        when=_DSPY_ONLY))
     prompt_optimizer: PromptOptimizer = field(default="none", metadata=_meta(
         "Optimize prompts first (DSPy programs): phase 1 runs DSPy's MIPROv2 (auto budget light or medium) "
         "or GEPA on the train split, scored by the run's rewards; phase 2 trains the weights of the "
         "optimized program (BetterTogether, MMGRPO paper Sec. 4). 'none': train the prompts as they are.",
-        "prompts"))
+        "prompts", when=_DSPY_ONLY))
     prompt_optimizer_model: str | None = field(default=None, metadata=_meta(
         "The model that proposes instructions (and reflects, for GEPA). Empty: the policy model itself, "
-        "sampled by the run's backend.", "prompts"))
+        "sampled by the run's backend.", "prompts", when=_PROMPT_PHASE))
     prompt_optimizer_trials: int = field(default=0, metadata=_meta(
         "Phase 1's budget: MIPROv2 trials (and instruction candidates), GEPA metric calls per validation "
         "row; demos are then bootstrapped from eval_size train rows. 0: the optimizer's own budget for "
         "'light' / 'medium' (GEPA: light). Candidates are always scored on eval_size rows held out of the "
-        "train split, never on the dev set.", "prompts"))
+        "train split, never on the dev set.", "prompts", when=_PROMPT_PHASE))
 
     # --- strategy --------------------------------------------------------------------------
     strategy: Strategy = field(default="grpo", metadata=_meta(
         "'grpo': one group per example (single-module programs); 'mmgrpo': module-level groups "
         "keyed by (module, invocation index) (MMGRPO Alg. 1); 'mhgpo': multi-agent rollout "
         "sampling with heterogeneous groups (MHGPO Alg. 2-5).", "strategy"))
+    # Not MMGRPO's alone: grpo forms the same module-level groups (trainer/scoring.py), which a program
+    # calling a module a varying number of times pads; only MHGPO's groups never read it.
     padding: Literal["fill", "truncate"] = field(default="fill", metadata=_meta(
         "MMGRPO PadGroups: 'fill' keeps every invocation index and completes short groups; "
-        "'truncate' keeps only indices present in every trajectory.", "strategy"))
+        "'truncate' keeps only indices present in every trajectory.", "strategy",
+        when={"strategy": ("grpo", "mmgrpo")}))
     teacher_rollouts: dict[str, int] = field(default_factory=dict, metadata=_meta(
         "MMGRPO teacher mixture: rollouts per example from each teacher program (name -> count); "
-        "the student program makes the rest of rollouts_per_example.", "strategy"))
+        "the student program makes the rest of rollouts_per_example.", "strategy",
+        when={"strategy": ("mmgrpo",)}))
     sampling: Sampling = field(default="fof", metadata=_meta(
         "MHGPO rollout sampling: 'is' independent sampling (homogeneous groups at every agent), "
-        "'fof' fork on the first agent, 'rr' round-robin fork point with fork_probabilities.", "strategy"))
+        "'fof' fork on the first agent, 'rr' round-robin fork point with fork_probabilities.", "strategy",
+        when={"strategy": ("mhgpo",)}))
     fork_probabilities: list[float] = field(default_factory=list, metadata=_meta(
-        "MHGPO-RR: probability of forking at each agent, in program order (paper: 0.7, 0.1, 0.2).", "strategy"))
+        "MHGPO-RR: probability of forking at each agent, in program order (paper: 0.7, 0.1, 0.2).", "strategy",
+        when={"strategy": ("mhgpo",), "sampling": ("rr",)}))
 
     # --- advantages ------------------------------------------------------------------------
     estimator: Estimator = field(default="grpo", metadata=_meta(
@@ -165,7 +202,8 @@ class RunConfig:
         "std; 'grpo_no_std': no division (Dr. GRPO); 'gdpo': normalize each reward in its group, "
         "weight, sum, then batch-normalize (GDPO Eq. 4-7).", "advantage"))
     gdpo_batch_norm: bool = field(default=True, metadata=_meta(
-        "GDPO Eq. 6: batch-wise normalization of the summed advantages.", "advantage"))
+        "GDPO Eq. 6: batch-wise normalization of the summed advantages.", "advantage",
+        when={"estimator": ("gdpo",)}))
 
     # --- batch shape -----------------------------------------------------------------------
     group_size: int = field(default=8, metadata=_meta(
@@ -206,9 +244,11 @@ class RunConfig:
     importance_sampling_correction: bool = field(default=True, metadata=_meta(
         "Where the sampler reports its log-probs (vLLM), weight each token's loss by "
         "min(p_trainer / p_sampler, cap): corrects for sampler and trainer computing slightly "
-        "different policies (TRL's vllm_importance_sampling_correction).", "optim"))
+        "different policies (TRL's vllm_importance_sampling_correction).", "optim",
+        when={"backend": ("vllm",)}))
     importance_sampling_cap: float = field(default=2.0, metadata=_meta(
-        "Upper bound of the importance-sampling weight (truncated importance sampling).", "optim"))
+        "Upper bound of the importance-sampling weight (truncated importance sampling).", "optim",
+        when={"backend": ("vllm",), "importance_sampling_correction": ("true",)}))
 
     # --- LoRA ------------------------------------------------------------------------------
     lora_r: int = field(default=16, metadata=_meta("LoRA rank (MMGRPO: 16).", "lora"))
@@ -230,18 +270,20 @@ class RunConfig:
     vllm_gpu_memory_utilization: float = field(default=0.5, metadata=_meta(
         "vLLM: share of the GPU's memory the engine may take (weights, KV cache); the rest is left "
         "to training on the same GPU. 0.5 fits one H100 shared by sampling and training of a model up "
-        "to 8B with LoRA. Not read on a CPU, where vLLM sizes its KV cache in bytes.", "engine"))
+        "to 8B with LoRA. Not read on a CPU, where vLLM sizes its KV cache in bytes.", "engine",
+        when={"backend": ("vllm",)}))
     vllm_max_model_len: int | None = field(default=None, metadata=_meta(
         "vLLM: the longest prompt + completion the engine serves (its KV cache is sized for it). Empty: "
         "max_context_length, within the model's own positions. Every module call's prompt plus "
-        "max_new_tokens must fit, or the step fails saying so.", "engine"))
+        "max_new_tokens must fit, or the step fails saying so.", "engine", when={"backend": ("vllm",)}))
     vllm_enable_sleep_mode: bool = field(default=False, metadata=_meta(
         "vLLM: the engine sleeps during each policy update and wakes to sample, freeing its KV cache "
         "and weights for training on the same GPU (TRL's vllm_enable_sleep_mode; LLM.sleep(level=1)). "
-        "CUDA only: vLLM's CPU engine refuses it.", "engine"))
+        "CUDA only: vLLM's CPU engine refuses it.", "engine", when={"backend": ("vllm",)}))
     hf_generate_rows: int = field(default=0, metadata=_meta(
         "hf backend: prompt x sample rows per generate call. 0: derived from the model's KV-cache size "
-        "and max_new_tokens, so a call's cache stays within about 2 GiB (at most 256 rows).", "engine"))
+        "and max_new_tokens, so a call's cache stays within about 2 GiB (at most 256 rows).", "engine",
+        when={"backend": ("hf",)}))
 
     # --- evaluation, checkpoints, seed -----------------------------------------------------
     eval_every: int = field(default=10, metadata=_meta("Evaluate on the dev split every N steps (0 = never).", "eval"))
@@ -479,7 +521,22 @@ class RunConfig:
     @classmethod
     def field_help(cls) -> dict[str, dict[str, str]]:
         """`{field: {"help": ..., "group": ...}}` for forms and `--help`."""
-        return {f.name: dict(f.metadata) for f in dataclasses.fields(cls) if f.metadata}
+        return {f.name: {"help": f.metadata["help"], "group": f.metadata["group"]}
+                for f in dataclasses.fields(cls) if f.metadata}
+
+    @classmethod
+    def field_conditions(cls) -> dict[str, dict[str, list[str]]]:
+        """`{field: {other_field: [values]}}`: a field is read only while every other field listed has
+        one of its values (booleans as "true" / "false"; `PROGRAM_OPTIMIZES_PROMPTS` is the program's
+        property). Fields read whatever the rest says are left out. Conditions are written closed (a
+        test checks it): a field whose controlling field has conditions of its own repeats them, so a
+        form can judge each field alone.
+
+            >>> RunConfig.field_conditions()["fork_probabilities"]
+            {'strategy': ['mhgpo'], 'sampling': ['rr']}
+        """
+        return {f.name: {key: list(values) for key, values in f.metadata["when"].items()}
+                for f in dataclasses.fields(cls) if f.metadata.get("when")}
 
 
 def _reward_from_dict(data: dict[str, Any]) -> RewardSpec:
@@ -496,7 +553,7 @@ def literal_choices(annotation: Any) -> tuple | None:
     # Annotations are strings under `from __future__ import annotations`; resolve the Literal ones.
     text = str(annotation)
     if not text.startswith("Literal["):
-        aliases = {"Strategy": Strategy, "Sampling": Sampling, "Estimator": Estimator}
+        aliases = {"Strategy": Strategy, "Sampling": Sampling, "Estimator": Estimator, "PromptOptimizer": PromptOptimizer}
         if text in aliases:
             return aliases[text].__args__
         return None

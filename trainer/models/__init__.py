@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from trainer.config import BUILTIN_MODELS, SMOLLM2_MODEL, TINY_MODEL
+from trainer.model_cache import TINY_FOLDER_PREFIX
 from trainer.models.smollm2 import ModelBuildError, ensure_smollm2
 from trainer.models.tiny import DEFAULT_TINY_DIR_ENV, build_tiny_model, ensure_tiny_model
 
@@ -19,7 +20,7 @@ def build_builtin_model(name: str, cache_dir: Path, *, program: str = "toy", cor
                         seed: int = 0) -> Path:
     """The folder of built-in model `name` under `cache_dir`, built on first use."""
     if name == TINY_MODEL:
-        return build_tiny_model(cache_dir / f"tiny-{program}", corpus=list(corpus), seed=seed)
+        return build_tiny_model(cache_dir / f"{TINY_FOLDER_PREFIX}{program}", corpus=list(corpus), seed=seed)
     if name == SMOLLM2_MODEL:
         return ensure_smollm2(cache_dir)
     raise ValueError(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}.")

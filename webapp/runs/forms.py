@@ -21,6 +21,8 @@ from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.limits.services import limits_check_launch
 from webapp.runs.catalog import unavailable_program_names
+from webapp.runs.launch_widgets import program_option_attrs, reward_registry, shown_when
+from webapp.runs.model_offer import model_offer
 from webapp.runs.models import Program, Run, Task
 from webapp.runs.selectors import DEFAULT_SORT, RUN_SORTS, RunSearch
 
@@ -179,6 +181,7 @@ class ProgramSelect(forms.Select):
 
     def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
         option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        option["attrs"].update(program_option_attrs(str(value)))  # what the fields' conditions read
         error = self.errors.get(str(value))
         if error:
             option["label"] = f"{value} — unavailable: {error}"
@@ -222,13 +225,23 @@ class RunLaunchForm(forms.Form):
         self.fields["model"].widget.attrs["list"] = "model-choices"
         self.model_choices = model_choices()
 
+    def model_groups(self):
+        """The model picker's groups (webapp.runs.model_offer), for the template."""
+        return model_offer(self.user)
+
+    def reward_registry(self) -> dict[str, Any]:
+        """The rewards the reward editor offers (webapp.runs.launch_widgets), for `json_script`."""
+        return reward_registry()
+
     def grouped_fields(self) -> list[tuple[str, list[forms.BoundField], bool]]:
         """(title, bound fields, open) in form order, for the template's foldable fieldsets: the groups
         of OPEN_GROUPS are open, the advanced ones folded unless one of their fields has an error."""
         groups: dict[str, list[forms.BoundField]] = {
             "task": [self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
         for f in CONFIG_FIELDS:
-            groups.setdefault(f.metadata.get("group", "model"), []).append(self[f.name])
+            bound = self[f.name]
+            bound.shown_when = shown_when(f.name)  # the wrapper's data-shown-when (launch-form.js)
+            groups.setdefault(f.metadata.get("group", "model"), []).append(bound)
         order = list(GROUP_TITLES)
         return [(GROUP_TITLES.get(g, g), fields, g in OPEN_GROUPS or any(f.errors for f in fields))
                 for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]

@@ -130,6 +130,8 @@ def test_a_run_can_ask_for_a_gpu_memory_minimum(client, owner, toy_task):
     ({"learning_rate": "-1"}, "learning_rate", "learning_rate must be positive"),
     ({"rewards": "[{"}, "rewards", "Not valid JSON"),
     ({"rewards": '[{"name": "no_such_reward"}]'}, "rewards", "no_such_reward"),
+    ({"rewards": '[{"name": "exact_match", "weight": "a"}]'}, "rewards", "weight must be a number, not 'a'"),
+    ({"prompt_optimizer": "mipro_heavy"}, "prompt_optimizer", "Select a valid choice"),
     ({"fork_probabilities": "a, b"}, "fork_probabilities", "comma-separated float"),
     ({"strategy": "mhgpo", "sampling": "rr", "fork_probabilities": "0.5, 0.5"}, "fork_probabilities",
      "has 2 entries but program 'toy' has 1 agents"),

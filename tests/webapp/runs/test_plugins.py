@@ -64,9 +64,11 @@ def test_the_launch_form_lists_plugin_programs_and_shows_a_broken_one_disabled_w
                                                                                            demo_task):
     client.force_login(owner)
     page = client.get(reverse("runs:new"), {"task": demo_task.pk}).content.decode()
-    assert '<option value="demo_echo" selected>Demo: answer in one word (test plugin)</option>' in page
-    assert (f'<option value="broken_program" disabled title="{BROKEN_ERROR}">broken_program — unavailable: '
-            f"{BROKEN_ERROR}</option>") in page
+    # data-optimizes-prompts: whether the launch form shows the DSPy-only fields for it (launch-form.js)
+    assert ('<option value="demo_echo" selected data-optimizes-prompts="false">Demo: answer in one word (test '
+            'plugin)</option>') in page
+    assert (f'<option value="broken_program" data-optimizes-prompts="false" disabled title="{BROKEN_ERROR}">'
+            f"broken_program — unavailable: {BROKEN_ERROR}</option>") in page
     assert 'name="steps" value="3"' in page  # the plugin program's suggested settings
 
 
