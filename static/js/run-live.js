@@ -40,6 +40,7 @@
     ["lr", "Learning rate", "optimization"],
     ["mismatch", "Sampler / trainer mismatch (per token: |log-prob difference|, KL)", "optimization"],
     ["is_weight", "Importance-sampling weight (mean, share truncated at the cap)", "optimization"],
+    ["optimizer_steps", "Optimizer steps per training step (micro-batch accumulation, PPO epochs)", "optimization"],
     ["completion_tokens", "Completion tokens per step", "sampling"],
     ["truncated", "Truncated completions", "sampling"],
     ["failure_rate", "Failed trajectories (share)", "sampling"],
