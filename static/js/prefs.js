@@ -1,7 +1,8 @@
 // The signed-in user's preferences on the server (GET/PUT /prefs/<key>, webapp/prefs): chart
 // settings, legend choices, the run page's layout. A page works without them (defaults); a change is
 // written a moment after the last one, so a dragged slider is one request. After each write
-// document.body.dataset.<chartsSaved | legendSaved | layoutSaved> says "1" or "error" (tests wait on it).
+// document.body.dataset.<chartsSaved | legendSaved | layoutSaved> says "1" or "error", and <...>Value
+// the JSON last stored (tests wait on them).
 (function () {
   "use strict";
 
@@ -39,6 +40,7 @@
         });
         const flag = key === "charts" ? "chartsSaved" : key.startsWith("legend") ? "legendSaved" : "layoutSaved";
         document.body.dataset[flag] = response.ok ? "1" : "error";
+        if (response.ok) document.body.dataset[`${flag}Value`] = JSON.stringify(value); // what the server now holds
       } catch (err) {
         /* kept for this page only */
       }

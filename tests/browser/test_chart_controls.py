@@ -179,7 +179,9 @@ def test_chart_controls_on_the_run_page(page, browser, screenshot, asgi_server, 
     page.wait_for_selector("body[data-legend-saved='1']")
     pref = UserPreference.objects.get(user=owner, key="legend").value
     assert pref["reward"] == {"mean": True, "recall": False}
-    page.wait_for_function("() => document.body.dataset.chartsSaved === '1'")
+    # Each setting change is written a moment after it; wait for the write of the last one, not any.
+    page.wait_for_function("() => { const v = JSON.parse(document.body.dataset.chartsSavedValue || '{}').run || {};"
+                           " return v.smoothing === 0.8 && v.log === false && v.x === 'time'; }")
     page.reload()
     open_run(page, asgi_server, run)
     after = traces(page, "chart-reward")
