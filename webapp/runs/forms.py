@@ -11,12 +11,13 @@ import json
 import math
 import re
 import shlex
+from functools import cached_property
 from typing import Any
 
 from django import forms
 from django.db.models import Q
 
-from trainer.config import BUILTIN_MODELS, ConfigError, RunConfig, literal_choices
+from trainer.config import ConfigError, RunConfig, literal_choices
 from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.limits.services import limits_check_launch
@@ -190,14 +191,6 @@ class ProgramSelect(forms.Select):
         return option
 
 
-def model_choices() -> list[tuple[str, str]]:
-    """(model, what it is) the model field offers: the built-in models, then the allow-list's hub ids."""
-    from webapp.limits.models import AllowedModel
-
-    ids = AllowedModel.objects.filter(kind=AllowedModel.Kind.ID).order_by("value").values_list("value", flat=True)
-    return [*BUILTIN_MODELS.items(), *((value, "on this server's allow-list") for value in ids)]
-
-
 class RunLaunchForm(forms.Form):
     """Task, program, name, and every RunConfig field; `cleaned_data["config"]` is the RunConfig."""
 
@@ -223,11 +216,19 @@ class RunLaunchForm(forms.Form):
             self.fields[f.name] = _form_field(f)
         # Free text (any allowed hub id or folder), with the models this server knows offered as choices.
         self.fields["model"].widget.attrs["list"] = "model-choices"
-        self.model_choices = model_choices()
 
+    # Only a rendered form reads these (a POST that launches, or the API, never does): computed then, once.
+    @cached_property
     def model_groups(self):
         """The model picker's groups (webapp.runs.model_offer), for the template."""
         return model_offer(self.user)
+
+    @cached_property
+    def model_choices(self) -> list[tuple[str, str]]:
+        """(model, what it is) for the model box's datalist: the picker's built-in models and exact
+        allow-list ids (prefixes and folders are starts, not models)."""
+        return [(e.value, e.note) for g in self.model_groups if g.key in ("builtin", "allowed")
+                for e in g.entries if not e.prefix]
 
     def reward_registry(self) -> dict[str, Any]:
         """The rewards the reward editor offers (webapp.runs.launch_widgets), for `json_script`."""
