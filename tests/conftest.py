@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from tests import suites
 from trainer.gate import GATE_ENV, StepGate
 from webapp.processes import die_with_parent, stop_process_group
 
@@ -91,7 +92,9 @@ def free_port() -> int:
 
 def service_env(**extra: str) -> dict[str, str]:
     """Environment for a child process that must see the *test* database and the same Redis."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="webapp.settings", PYTHONUNBUFFERED="1")
+    # The test process's own settings (tests/settings.py), so a password a test sets is one the server
+    # can check.
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings.SETTINGS_MODULE, PYTHONUNBUFFERED="1")
     db = connection.settings_dict
     if db["ENGINE"].endswith("sqlite3"):
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
@@ -233,36 +236,26 @@ def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir,
         yield process
 
 
-@pytest.fixture
-def asgi_server(transactional_db, tmp_path):
-    """The real ASGI app served by daphne on a free loopback port; yields its base URL."""
-    with asgi_server_process(tmp_path / "daphne.log", service_env()) as url:
+@pytest.fixture(scope="session")
+def shared_asgi_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[str]:
+    """One daphne for the session's tests (a start costs seconds): it keeps no state of its own between
+    requests (sessions, login attempts and everything else live in the database and Redis, and every
+    request opens its own database connection, DATABASE_CONN_MAX_AGE=0), so a test sees it as new once
+    the test database is emptied between tests."""
+    with django_db_blocker.unblock():  # service_env reads the test database's settings
+        env = service_env(DATABASE_CONN_MAX_AGE="0")
+    with asgi_server_process(tmp_path_factory.mktemp("daphne") / "daphne.log", env) as url:
         yield url
 
 
-def pytest_collection_modifyitems(config, items):
-    """How CI (.ci/run) splits the tests between its two suites, which run side by side:
-    COHORT_TESTS_SKIP_DIRS (comma-separated folders, e.g. "tests/trainer") deselects their tests except
-    those with a mark in COHORT_TESTS_KEEP_MARKERS; COHORT_TESTS_SKIP_MARKERS (e.g. "vllm") deselects
-    marked tests. The trainer never imports Django, so its tests do not depend on the database or Redis
-    the suites differ in and run once, in the PostgreSQL suite; the vLLM tests (about 7 minutes of
-    engine starts and real-model steps) run once, in the embedded suite, to even the two out.
-    `make test` alone runs everything."""
-    def listed(name: str) -> list[str]:
-        return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
+@pytest.fixture
+def asgi_server(transactional_db, shared_asgi_server) -> str:
+    """The real ASGI app served by daphne on a loopback port (the session's one); its base URL. A test
+    that needs a server with an environment of its own starts one with `asgi_server_process`."""
+    return shared_asgi_server
 
-    skipped = [d.rstrip("/") + "/" for d in listed("COHORT_TESTS_SKIP_DIRS")]
-    skipped_marks, kept_marks = listed("COHORT_TESTS_SKIP_MARKERS"), listed("COHORT_TESTS_KEEP_MARKERS")
-    if not skipped and not skipped_marks:
-        return
-    root = Path(str(config.rootpath))
-    kept, dropped = [], []
-    for item in items:
-        relative = Path(str(item.path)).relative_to(root).as_posix()
-        in_skipped_dir = any(relative.startswith(d) for d in skipped) and not any(
-            item.get_closest_marker(m) for m in kept_marks)
-        drop = in_skipped_dir or any(item.get_closest_marker(m) for m in skipped_marks)
-        (dropped if drop else kept).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+
+def pytest_collection_modifyitems(config, items):
+    """CI's two suites (COHORT_TESTS_SUITE=services|embedded): tests/suites.py says which test runs in
+    which, and checks every `backend_neutral` mark. `make test` alone runs everything."""
+    suites.select(config, items)

@@ -266,7 +266,9 @@ def with_test_plugins(env: dict[str, str]) -> dict[str, str]:
 
 
 def test(pytest_args: list[str]) -> int:
-    env = with_test_plugins(dict(os.environ))
+    # The tests' settings (tests/settings.py), which pyproject.toml names: importing this module set
+    # the project's own as a default (webapp/celery.py), and pytest-django prefers the environment.
+    env = with_test_plugins(dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings"))
     if not TEST_PLUGINS_DIR.is_dir():
         print(f"{TEST_PLUGINS_DIR} is missing: the plugin tests fail without it (make test-plugins installs it)",
               file=sys.stderr, flush=True)

@@ -18,23 +18,32 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture
-def browser(monkeypatch):
-    """One Chromium per test: Playwright's sync API keeps an event loop running in this thread
-    while it is open, which must not outlive the test (later tests use async_to_sync)."""
+@pytest.fixture(scope="package")
+def browser():
+    """One Chromium for the browser tests (a start costs seconds; each test gets a context of its own,
+    which shares no cookies or storage with another). Package-scoped, not session-scoped: Playwright's
+    sync API keeps an event loop running on this thread while it is open, which must not outlive this
+    folder's tests (the tests after it use async_to_sync on this thread)."""
     from playwright.sync_api import sync_playwright
 
-    # With that loop running, Django's async-safety check would refuse the ORM calls that the
-    # test's own fixtures make on this thread; scoped to this test only.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium_path(),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-sync"],
-        )
-        yield browser
-        browser.close()
+    # With that loop running, Django's async-safety check would refuse the ORM calls that the tests'
+    # own fixtures make on this thread; for this folder's tests only.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium_path(),
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                      "--no-first-run", "--disable-sync"],
+            )
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
