@@ -4,9 +4,9 @@ Set-up, all of it throwaway: the database `cohort_bench_stream` on DATABASE_URL'
 postgres://postgres@127.0.0.1:5432/postgres), migrated; Redis from REDIS_URL (default
 redis://127.0.0.1:6379/9, a database number the tests do not use) under a channel-layer prefix of its
 own; daphne serving `webapp.asgi:application` on a free loopback port; a user with a session and a
-run. A websocket client (a minimal RFC 6455 reader, see `NoticeClient`) connects to `/ws/runs/<id>/`
-with the session cookie and an allowed Origin, and reads on its own thread, as a browser reads apart
-from the worker.
+run. A websocket client (the `websockets` library's synchronous client, see `NoticeClient`) connects to
+`/ws/runs/<id>/` with the session cookie and an allowed Origin, and reads on its own thread, as a
+browser reads apart from the worker.
 
 Per step, as the supervisor does it: `step_events_ingest(run, [a small step event])` commits (2
 questions x 4 rollouts x 3 calls); t0; the step notice goes out through `workers.supervisor.notify`
@@ -24,13 +24,10 @@ Run: ``.venv/bin/python benchmarks/stream_latency.py [--steps 200] [--warmup 5]`
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import json
 import os
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -41,6 +38,9 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -103,89 +103,45 @@ def _answers(url: str) -> bool:
 
 
 class NoticeClient:
-    """The smallest RFC 6455 client that reads a run's notices, on a blocking socket in its own thread.
+    """Reads a run's notices on a `websockets` synchronous connection, in a thread of its own, and
+    notes when each step notice was read.
 
-    Written here because the websocket libraries at hand do not fit: `websockets` is not installed
-    and autobahn's asyncio client cannot share a process with Django's `daphne` app (txaio picks one
-    framework per process, and daphne's is Twisted).
+    The synchronous client needs no event loop in this process, which runs Django's ORM on its main
+    thread (and autobahn's asyncio client could not share a process with daphne's Twisted app either:
+    txaio picks one framework per process). `arrived` is stamped when this thread gets the message
+    from the connection, i.e. after websockets' own I/O thread has read and queued the frame.
     """
-
-    GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 
     def __init__(self):
         self.changed = threading.Condition()
-        self.arrived: dict[int, float] = {}  # seq -> time.perf_counter() when its frame was read
+        self.arrived: dict[int, float] = {}  # seq -> time.perf_counter() when its message was read
         self.close_code: int | None = None
-        self.sending = threading.Lock()
 
     def connect(self, host: str, port: int, path: str, *, origin: str, cookie: str, timeout_s: float = 10.0) -> None:
         """The opening handshake; raises SystemExit when the server refuses (403: origin or login)."""
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.stream = self.sock.makefile("rb")
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\nCookie: {cookie}\r\n\r\n"
-            .encode())
-        status = self.stream.readline().decode("latin-1").strip()
-        headers = {}
-        while (line := self.stream.readline().decode("latin-1").strip()):
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        accept = base64.b64encode(hashlib.sha1((key + self.GUID).encode()).digest()).decode()
-        if not status.startswith("HTTP/1.1 101") or headers.get("sec-websocket-accept") != accept:
-            raise SystemExit(f"the websocket was refused: {status}")
-        self.sock.settimeout(None)
-        self.reader = threading.Thread(target=self._read_frames, name="notice-client", daemon=True)
+        try:
+            # No client pings (a browser sends none), no proxy (loopback); legacy=True: connect now.
+            self.websocket = connect(f"ws://{host}:{port}{path}", origin=origin, additional_headers={"Cookie": cookie},
+                                     open_timeout=timeout_s, close_timeout=timeout_s, ping_interval=None,
+                                     proxy=None, legacy=True)
+        except InvalidHandshake as exc:
+            raise SystemExit(f"the websocket was refused: {exc}") from exc
+        self.reader = threading.Thread(target=self._read_messages, name="notice-client", daemon=True)
         self.reader.start()
 
-    def _read_frames(self) -> None:
-        message = b""
+    def _read_messages(self) -> None:
+        code = 1006
         try:
             while True:
-                opcode, fin, payload = self._read_frame()
+                message = self.websocket.recv()
                 at = time.perf_counter()
-                if opcode in (0x1, 0x0):  # text, continuation
-                    message += payload
-                    if fin:
-                        self._record(json.loads(message), at)
-                        message = b""
-                elif opcode == 0x9:  # ping
-                    self._send(0xA, payload)
-                elif opcode == 0x8:  # close
-                    code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
-                    self._send(0x8, payload[:2])
-                    self._closed(code)
-                    return
-        except (OSError, ValueError):
-            self._closed(1006)
-
-    def _read_frame(self) -> tuple[int, bool, bytes]:
-        head = self._read_exactly(2)
-        fin, opcode, length = bool(head[0] & 0x80), head[0] & 0x0F, head[1] & 0x7F
-        if length == 126:
-            length = struct.unpack("!H", self._read_exactly(2))[0]
-        elif length == 127:
-            length = struct.unpack("!Q", self._read_exactly(8))[0]
-        mask = self._read_exactly(4) if head[1] & 0x80 else b""  # servers do not mask; allowed anyway
-        payload = self._read_exactly(length)
-        if mask:
-            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        return opcode, fin, payload
-
-    def _read_exactly(self, n: int) -> bytes:
-        data = self.stream.read(n)
-        if len(data) < n:
-            raise OSError("connection closed")
-        return data
-
-    def _send(self, opcode: int, payload: bytes) -> None:
-        """One frame; a client masks every frame it sends (RFC 6455 section 5.3)."""
-        mask = os.urandom(4)
-        length = len(payload)
-        size = bytes([0x80 | length]) if length < 126 else bytes([0x80 | 126]) + struct.pack("!H", length)
-        with self.sending:
-            self.sock.sendall(bytes([0x80 | opcode]) + size + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+                self._record(json.loads(message), at)
+        except ConnectionClosed as closed:
+            code = closed.rcvd.code if closed.rcvd is not None else 1006  # the server's close frame, if any
+        except ValueError:  # not a JSON notice: give up on the stream
+            self.websocket.close()
+        finally:
+            self._closed(code)
 
     def _record(self, notice: dict, at: float) -> None:
         if notice.get("type") == "step":
@@ -205,15 +161,8 @@ class NoticeClient:
             return self.arrived.get(seq)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """The closing handshake (1000, normal), then the socket."""
-        if self.close_code is None:
-            try:
-                self._send(0x8, struct.pack("!H", 1000))
-            except OSError:
-                pass
-            with self.changed:
-                self.changed.wait_for(lambda: self.close_code is not None, timeout_s)
-        self.sock.close()
+        """The closing handshake (1000, normal), then the reading thread."""
+        self.websocket.close()
         self.reader.join(timeout_s)
 
 

@@ -13,7 +13,13 @@ from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Run
 from webapp.runs.services import run_create
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("what the alert badge, the alerts list, the run page's alerts panel and its rule form show and do "
+           "in a real browser, and an alert pushed to an open page; firing at ingest (one open alert per "
+           "rule and run), saving rules (select_for_update), marking seen and the pushed notice are tested "
+           "on both backends in tests/webapp/alerts/test_evaluation.py, tests/webapp/alerts/test_views.py "
+           "and tests/webapp/runs/test_consumers.py, a real worker's training and ingest in "
+           "tests/workers/test_run_train.py")
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def test_a_nan_loss_shows_as_an_alert_in_the_badge_the_list_and_the_run_page(

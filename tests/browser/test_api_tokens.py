@@ -7,7 +7,10 @@ import urllib.request
 
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the API tokens page (form error, key shown once, revoke) and the Swagger docs page in a real "
+           "browser; creating, authenticating and revoking tokens and the runs list they read are tested on "
+           "both backends in tests/webapp/api/test_tokens.py and tests/webapp/api/test_endpoints.py")
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def api_status(url: str, key: str) -> int:

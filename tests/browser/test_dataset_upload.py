@@ -7,7 +7,11 @@ import pytest
 from tests.conftest import SHARED_DATA
 from webapp.datasets.models import Dataset
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the admin upload page's preview, progress bar and result in a real browser; the import itself "
+           "(COPY on PostgreSQL, batched INSERT on SQLite, gsm8k's real files included) and a real worker "
+           "importing an upload while the progress endpoint is polled are tested on both backends in "
+           "tests/webapp/datasets/test_services.py and tests/webapp/datasets/test_admin.py")
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def test_admin_uploads_gsm8k_sees_preview_progress_and_result(page, screenshot, asgi_server, celery_worker_process,

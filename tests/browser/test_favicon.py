@@ -5,10 +5,11 @@ site's root (WhiteNoise), and loading the pages a researcher lives on asks for n
 import pytest
 
 from tests.browser.session import PASSWORD, log_in
+from tests.suites import UI_ONLY
 from tests.webapp.runs.seeding import constant_step_event, ingest, make_run
 from webapp.runs.models import Run
 
-pytestmark = [pytest.mark.browser, pytest.mark.ui, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
 
 
 def test_pages_load_their_icon_and_nothing_fails(page, screenshot, asgi_server, make_user):

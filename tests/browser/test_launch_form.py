@@ -10,12 +10,13 @@ from playwright.sync_api import expect
 
 from tests.browser.session import log_in
 from tests.conftest import asgi_server_process, service_env
+from tests.suites import UI_ONLY
 from trainer.config import PROGRAM_OPTIMIZES_PROMPTS, RunConfig
 from trainer.model_cache import MARKER_NAME
 from webapp.runs.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 
-pytestmark = [pytest.mark.browser, pytest.mark.ui, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
 
 
 def open_form(page, base_url: str, query: str = "") -> None:

@@ -2,7 +2,10 @@
 
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("logging in and out and the lockout page as a person meets them in a real browser; django-axes's "
+           "failure counting and lock (select_for_update, Sum) is tested on both backends in "
+           "tests/webapp/test_login_lockout.py")
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def test_login_lands_on_runs_and_logout_returns_to_login(page, screenshot, asgi_server, make_user):

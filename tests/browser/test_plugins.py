@@ -7,7 +7,10 @@ from playwright.sync_api import Error as PlaywrightError
 from tests.browser.session import log_in
 from webapp.runs.catalog import catalog_sync
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the launch form's program options (plugin programs, a broken plugin's disabled with its error) "
+           "in a real browser; sync_programs and the options the form renders are tested on both backends in "
+           "tests/webapp/runs/test_plugins.py")
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def test_the_launch_form_offers_plugin_programs_and_shows_a_broken_one_disabled(

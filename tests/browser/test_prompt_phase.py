@@ -11,7 +11,11 @@ from webapp.runs.messages import notice_send
 from webapp.runs.models import Run
 from webapp.runs.prompt_phase import run_record_prompt_events
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the run page's phase-1 section (marker, trials chart, chosen prompts) drawn and kept live in a "
+           "real browser; storing the phase record (select_for_update) and the run page's section are tested "
+           "on both backends in tests/webapp/runs/test_prompt_phase.py, the run's websocket in "
+           "tests/webapp/runs/test_consumers.py")
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 INSTRUCTION = "Given the question, write one short search query that names the entity."
 

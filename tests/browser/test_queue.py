@@ -12,7 +12,10 @@ from webapp.runs.models import Run
 from webapp.scheduling.models import Worker
 from webapp.scheduling.services import claim_next
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the queue page's order, cancel and move-to-front buttons in a real browser; the fair order, "
+           "claim_next and the queue page's views are tested on both backends in "
+           "tests/webapp/scheduling/test_queue.py and tests/webapp/scheduling/test_queue_views.py")
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def _queued(owner, name, seconds_ago):

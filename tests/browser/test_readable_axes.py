@@ -7,10 +7,11 @@ at 0.8, 1, 1.2."""
 import pytest
 
 from tests.browser.session import PASSWORD, log_in
+from tests.suites import UI_ONLY
 from tests.webapp.runs.seeding import constant_step_event, ingest, make_run
 from webapp.runs.models import Group, Run
 
-pytestmark = [pytest.mark.browser, pytest.mark.ui, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
 
 VALUE = 0.56662966
 

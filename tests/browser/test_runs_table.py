@@ -9,7 +9,10 @@ from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import ingest, make_run
 from webapp.runs.models import Run
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the runs table's inline editor, sort links, search box, selection and the archive and delete "
+           "dialogs in a real browser; the config-value and tag search, the sorting, labels, archive and "
+           "delete queries behind them are tested on both backends in tests/webapp/runs/test_table.py")
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def steps(count: int, *, scale: float):

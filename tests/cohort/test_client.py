@@ -12,7 +12,12 @@ from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.api.services import token_create, token_revoke
 from webapp.runs.models import Group, Rollout, Run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+NEUTRAL = ("cohort.client turning the API's answers into DataFrames over HTTP (daphne), following pages and "
+           "raising clear errors; every endpoint and parameter it calls (config filters, state, pages, "
+           "series, windows, downsampling) is tested on both backends in tests/webapp/api/test_endpoints.py, "
+           "tokens in tests/webapp/api/test_tokens.py, the CSV export it is compared with in "
+           "tests/webapp/runs/test_series_views.py")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -21,7 +21,13 @@ from webapp.runs.models import ModuleCall, Run
 from webapp.runs.services import run_directory
 from webapp.runs.texts import fill_call_texts
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_plugins")]
+NEUTRAL = ("cohort.dspy's MMGRPO compiling through a real server and worker and downloading the adapter, and "
+           "an over-limit run refused; run creation and the adapter download through the API, the launch "
+           "limits, and a real worker's claim and ingest are tested on both backends in "
+           "tests/webapp/api/test_launch.py, tests/webapp/limits/test_limits.py and "
+           "tests/workers/test_run_train.py")
+pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("test_plugins")]
 
 MODEL = "builtin:smollm2-135m-instruct"
 INSTRUCTION = "Write one short search query for the question."

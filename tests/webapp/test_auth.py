@@ -3,6 +3,9 @@ import re
 import pytest
 from django.urls import reverse
 
+NEUTRAL = ("session login and logout, their CSRF checks and the admin's redirect of a non-staff user; "
+           "django-axes's failure counting that a login passes through (select_for_update, Sum) is tested on "
+           "both backends in tests/webapp/test_login_lockout.py")
 pytestmark = pytest.mark.django_db
 
 
@@ -10,6 +13,7 @@ def _csrf_token(html: str) -> str:
     return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
 
 
+@pytest.mark.backend_neutral(reason=NEUTRAL)
 def test_login_page_is_public_and_logs_in_with_csrf(csrf_client, owner):
     page = csrf_client.get(reverse("login"))
     assert page.status_code == 200
@@ -21,11 +25,13 @@ def test_login_page_is_public_and_logs_in_with_csrf(csrf_client, owner):
     assert csrf_client.get(reverse("runs:list")).status_code == 200
 
 
+@pytest.mark.backend_neutral(reason=NEUTRAL)
 def test_login_without_csrf_token_is_refused(csrf_client, owner):
     response = csrf_client.post(reverse("login"), {"username": "owner", "password": "pw-for-tests-1"})
     assert response.status_code == 403
 
 
+@pytest.mark.backend_neutral(reason=NEUTRAL)
 def test_wrong_password_shows_an_error_on_the_form(csrf_client, owner):
     page = csrf_client.get(reverse("login"))
     response = csrf_client.post(
@@ -36,6 +42,7 @@ def test_wrong_password_shows_an_error_on_the_form(csrf_client, owner):
     assert "Please enter a correct username and password" in response.content.decode()
 
 
+@pytest.mark.backend_neutral(reason=NEUTRAL)
 def test_logout_needs_post_with_csrf(csrf_client, owner):
     csrf_client.force_login(owner)
     page = csrf_client.get(reverse("runs:list"))
@@ -45,6 +52,7 @@ def test_logout_needs_post_with_csrf(csrf_client, owner):
     assert csrf_client.get(reverse("runs:list")).status_code == 302  # logged out
 
 
+@pytest.mark.backend_neutral(reason=NEUTRAL)
 def test_admin_refuses_non_staff(client, owner):
     client.force_login(owner)
     response = client.get("/admin/")

@@ -2,7 +2,9 @@
 
 import pytest
 
-pytestmark = pytest.mark.django_db
+NEUTRAL = ("WhiteNoise serving /favicon.ico and the login page linking it, to an anonymous client; neither "
+           "depends on a stored row (no session, no alert badge count for an anonymous user)")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db]
 
 
 def test_the_favicon_is_served_at_the_root_without_a_login(client):

@@ -17,7 +17,13 @@ from webapp.experiments.services import experiment_create
 from webapp.runs.models import Run
 from webapp.runs.services import run_directory
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_plugins")]
+NEUTRAL = ("a real worker training an experiment's two runs, and the Experiment page's scores equal to a "
+           "direct evaluation of each arm by the trainer; queueing the experiment and reading its table from "
+           "stored evaluations are tested on both backends in tests/webapp/experiments/test_experiments.py, "
+           "a real worker's claim and ingest in tests/workers/test_run_train.py and "
+           "tests/webapp/runs/test_ingest.py")
+pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("test_plugins")]
 
 
 def direct_evaluation(run: Run, scratch, model_cache_dir, *, after: bool) -> float:

@@ -16,7 +16,13 @@ from webapp.runs.models import Rollout, Run, StepMetric
 from webapp.runs.services import run_cancel, run_create
 from webapp.scheduling.models import Worker
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("a two-process run routed to the worker with two (fake) GPUs, both ranks' timings in one stream, "
+           "and a cancel that stops every rank; only the two-GPU worker fits either run, so no two workers "
+           "compete for one here: the claim, the cancel's compare-and-set and the ingest are tested on both "
+           "backends in tests/workers/test_run_train.py, tests/webapp/scheduling/test_queue.py and "
+           "tests/webapp/runs/test_ingest.py, concurrent claims by two workers in "
+           "tests/workers/test_gpu_workers.py")
+pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 # name -> CUDA_VISIBLE_DEVICES: one worker pinned to one fake GPU, one to two.
 FAKE_WORKERS = {"one": "0", "two": "1,2"}

@@ -15,7 +15,13 @@ from webapp.runs.catalog import programs_sync
 from webapp.runs.models import Program, Rollout, Run, StepMetric, Task
 from webapp.runs.services import run_create
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_plugins")]
+NEUTRAL = ("a real worker training a plugin program with its plugin rewards, and a broken plugin's error "
+           "becoming the run's error; a real worker's claim and ingest are tested on both backends in "
+           "tests/workers/test_run_train.py and tests/webapp/runs/test_ingest.py, the generic-kind dataset "
+           "import in tests/webapp/datasets/test_generic_kind.py, sync_programs in "
+           "tests/webapp/runs/test_plugins.py")
+pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("test_plugins")]
 
 KIND = "fields:question,answer"
 WORDS = ("apple", "river", "stone", "cloud")

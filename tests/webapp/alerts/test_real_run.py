@@ -12,7 +12,12 @@ from webapp.alerts.services import rule_save
 from webapp.runs.models import Run, StepMetric
 from webapp.runs.services import run_create
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+NEUTRAL = ("a real worker's NaN run raising nonfinite at ingest and finished at its last transition, and the "
+           "webhook reaching a real server; the evaluation at ingest and at transitions (one open alert per "
+           "rule and run, concurrent evaluations) is tested on both backends in "
+           "tests/webapp/alerts/test_evaluation.py, a real worker's training and ingest in "
+           "tests/workers/test_run_train.py")
+pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 # demo_inf (tests/plugins/cohort-demo-plugin) gives odd-length outputs an infinite reward: within a
 # group of varied outputs the advantages, the loss and the gradient norm are NaN.

@@ -15,7 +15,12 @@ from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Run
 from workers.tasks import alert_webhook_task
 
+NEUTRAL = ("webhook delivery: the POST, retries with backoff on 5xx, timeouts and unreachable servers, no "
+           "retry on a 4xx or an inside address, each recorded on the alert by plain UPDATEs; firing at "
+           "ingest and saving rules are tested on both backends in tests/webapp/alerts/test_evaluation.py "
+           "and tests/webapp/alerts/test_views.py")
 WEBHOOK_TASK = "workers.tasks.alert_webhook_task"
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL)]
 
 
 def webhook_alert(owner, url: str) -> Alert:

@@ -13,7 +13,11 @@ from webapp.runs.catalog import catalog_sync
 from webapp.runs.launch_widgets import program_option_attrs, reward_registry, shown_when
 from webapp.runs.models import Task
 
-pytestmark = pytest.mark.django_db
+NEUTRAL = ("what the launch form embeds for its scripts (each field's condition, the programs' DSPy flag, "
+           "the reward registry, the model picker), computed in Python from RunConfig and the registries; "
+           "catalog_sync and the launch form's queries are tested on both backends in "
+           "tests/webapp/runs/test_launch.py")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db]
 
 
 @pytest.fixture

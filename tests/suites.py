@@ -1,0 +1,101 @@
+"""Which tests run in which of CI's two suites (.ci/run runs them side by side).
+
+CI runs the tests twice over: once against PostgreSQL and Redis (the `services` suite) and once with
+the embedded defaults, a SQLite file and an embedded Redis (the `embedded` suite). Repeating a test
+only pays where the two backends can make it pass or fail differently, so the rule is:
+
+- A test that touches the database (a `django_db` mark, or a fixture that needs the database) runs in
+  **both** suites, unless it is marked `backend_neutral` with a reason: what it asserts reads the
+  same on either backend, and the queries it makes are tested on both elsewhere.
+- Every other test runs **once**: in the embedded suite if it is one of `EMBEDDED_ONCE` (chosen so the
+  two suites take about as long), in the services suite otherwise.
+
+A new database test therefore runs on both until someone states why it need not; a `backend_neutral`
+mark without a reason is an error at collection, and so is one on a test that never touches the
+database (it would hide nothing and mislead the reader). `make test` (no COHORT_TESTS_SUITE) runs
+everything once, on whichever backend it is given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SUITE_ENV = "COHORT_TESTS_SUITE"
+SUITES = ("services", "embedded")
+NEUTRAL = "backend_neutral"
+
+# Reasons that many modules give.
+UI_ONLY = ("a page's own drawing and controls in a real browser; the queries behind the page are "
+           "tested on both backends by the view and selector tests")
+
+# Fixtures of pytest-django (and ours) that open the test database for a test.
+DATABASE_FIXTURES = frozenset({
+    "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
+    "admin_user", "admin_client", "live_server",
+})
+
+# The tests that run once go to the embedded suite when they match one of these (marks first, then
+# folders relative to the project root); the rest of them run in the services suite. The database
+# tests both suites run take the same time in each, so this is where they are evened out.
+EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
+EMBEDDED_ONCE_DIRS: tuple[str, ...] = ()
+
+
+def touches_database(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & set(item.fixturenames))
+
+
+def neutral_reason(item: pytest.Item) -> str | None:
+    """The stated reason of a `backend_neutral` mark, None without the mark; a mark without a reason,
+    or on a test that never touches the database, is a usage error."""
+    mark = item.get_closest_marker(NEUTRAL)
+    if mark is None:
+        return None
+    reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+    if not isinstance(reason, str) or not reason.strip():
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{NEUTRAL} needs a reason "
+                                f"(why this test reads the same on PostgreSQL and SQLite)")
+    if not touches_database(item):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{NEUTRAL} on a test that never touches the "
+                                "database (it runs once anyway): remove the mark")
+    return reason
+
+
+def runs_on_both(item: pytest.Item) -> bool:
+    return touches_database(item) and neutral_reason(item) is None
+
+
+def once_suite(item: pytest.Item, root: Path) -> str:
+    """The suite a test that runs once belongs to."""
+    if any(item.get_closest_marker(mark) for mark in EMBEDDED_ONCE_MARKS):
+        return "embedded"
+    relative = Path(str(item.path)).relative_to(root).as_posix()
+    if any(relative.startswith(folder.rstrip("/") + "/") for folder in EMBEDDED_ONCE_DIRS):
+        return "embedded"
+    return "services"
+
+
+def in_suite(item: pytest.Item, suite: str, root: Path) -> bool:
+    return runs_on_both(item) or once_suite(item, root) == suite
+
+
+def select(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects the tests that are not the suite's (COHORT_TESTS_SUITE); checks every
+    `backend_neutral` mark whichever suite runs, so a bad one fails `make test` too."""
+    for item in items:
+        neutral_reason(item)
+    suite = os.environ.get(SUITE_ENV, "").strip()
+    if not suite:
+        return
+    if suite not in SUITES:
+        raise pytest.UsageError(f"{SUITE_ENV}={suite!r}: expected one of {', '.join(SUITES)}")
+    root = Path(str(config.rootpath))
+    kept, dropped = [], []
+    for item in items:
+        (kept if in_suite(item, suite, root) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
