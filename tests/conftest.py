@@ -94,7 +94,10 @@ def service_env(**extra: str) -> dict[str, str]:
     """Environment for a child process that must see the *test* database and the same Redis."""
     # The test process's own settings (tests/settings.py), so a password a test sets is one the server
     # can check.
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings.SETTINGS_MODULE, PYTHONUNBUFFERED="1")
+    # (pytest-django puts the module it configured in the environment; `settings.SETTINGS_MODULE` is
+    # None while a test overrides settings.)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     db = connection.settings_dict
     if db["ENGINE"].endswith("sqlite3"):
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
