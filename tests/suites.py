@@ -7,7 +7,7 @@ only pays where the two backends can make it pass or fail differently, so the ru
 - A test that touches the database (a `django_db` mark, or a fixture that needs the database) runs in
   **both** suites, unless it is marked `backend_neutral` with a reason: what it asserts reads the
   same on either backend, and the queries it makes are tested on both elsewhere.
-- Every other test runs **once**: in the embedded suite if it is one of `EMBEDDED_ONCE` (chosen so the
+- Every other test runs **once**: in the embedded suite if it matches `EMBEDDED_ONCE_MARKS` or `EMBEDDED_ONCE_PATHS` (chosen so the
   two suites take about as long), in the services suite otherwise.
 
 A new database test therefore runs on both until someone states why it need not; a `backend_neutral`
@@ -41,9 +41,9 @@ DATABASE_FIXTURES = frozenset({
 # folders ending in "/" or files, relative to the project root); the rest of them run in the services
 # suite. The database tests both suites run take the same time in each, so this is where the two are
 # evened out, by the times .ci/report.py prints (docs/decisions.md, "CI in half the time"): the vLLM
-# engine's tests, the trainer's own (no Django at all) and the in-process DSPy optimizer's.
+# engine's tests and the trainer's own (no Django at all).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
-EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/cohort/test_dspy.py")
+EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/",)
 
 
 def touches_database(item: pytest.Item) -> bool:
