@@ -30,7 +30,7 @@ WRAPPER = """#!/bin/bash
 start=$(date +%s.%N)
 /bin/bash "$@"
 rc=$?
-echo "$(date +%s.%N) $start $rc ${@: -1}" >> "$PHASES_LOG"
+echo "$(date +%s.%N) $start $rc $(printf '%s' "${@: -1}" | tr '\n' ' ')" >> "$PHASES_LOG"  # one line a command
 exit $rc
 """
 
