@@ -22,7 +22,7 @@ test: install test-plugins browser $(TEST_VLLM) model
 	$(PY) -m webapp.stack test $(ARGS)
 
 # Repeat the integration and browser tests N times (HOG busy processes beside them) to catch a
-# test that depends on the machine's speed: make flake-hunt N=10 HOG=2 [ARGS="-- -k resilience"]
+# test that depends on the machine's speed: make flake-hunt N=10 HOG=2 [ARGS="-- -k outage"]
 N ?= 10
 HOG ?= 0
 flake-hunt: install test-plugins browser

@@ -240,13 +240,13 @@ def celery_worker_process(transactional_db, tmp_path, model_cache_dir, runs_dir,
 
 
 @pytest.fixture(scope="session")
-def shared_asgi_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[str]:
+def shared_asgi_server(django_db_setup, tmp_path_factory) -> Iterator[str]:
     """One daphne for the session's tests (a start costs seconds): it keeps no state of its own between
     requests (sessions, login attempts and everything else live in the database and Redis, and every
     request opens its own database connection, DATABASE_CONN_MAX_AGE=0), so a test sees it as new once
     the test database is emptied between tests."""
-    with django_db_blocker.unblock():  # service_env reads the test database's settings
-        env = service_env(DATABASE_CONN_MAX_AGE="0")
+    # After django_db_setup, so service_env names the test database.
+    env = service_env(DATABASE_CONN_MAX_AGE="0")
     with asgi_server_process(tmp_path_factory.mktemp("daphne") / "daphne.log", env) as url:
         yield url
 

@@ -2,7 +2,7 @@
 
     python -m tests.flake_hunt --runs 10                  # idle machine
     python -m tests.flake_hunt --runs 10 --hog 2          # with two busy processes beside it
-    python -m tests.flake_hunt --runs 5 -- -k resilience  # pytest arguments after --
+    python -m tests.flake_hunt --runs 5 -- -k outage  # pytest arguments after --
 
 (`make flake-hunt N=10 HOG=2` does the first two.) Each run is a fresh `webapp.stack test`, so it
 gets the same services as `make test`: PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set,
