@@ -41,11 +41,12 @@ install: $(STAMP)
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 UV := $(VENV)/bin/uv
-PIP_FIND_LINKS := $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+# Read only when an install runs (pip config costs most of a second), not on every make.
+UV_FIND_LINKS = $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 USE_UV = [ "$(INSTALLER)" = uv ] && [ -x $(UV) ]
 # $(call pip_install,ARGS): install with uv when the venv has it, with pip otherwise.
 pip_install = if $(USE_UV); then $(UV) pip install --quiet --python $(PY) \
-	  $(addprefix --find-links ,$(PIP_FIND_LINKS)) $(1); \
+	  $(addprefix --find-links ,$(UV_FIND_LINKS)) $(1); \
 	else $(PY) -m pip install --quiet --disable-pip-version-check $(1); fi
 pip_uninstall = if $(USE_UV); then $(UV) pip uninstall --quiet --python $(PY) $(1); \
 	else $(PY) -m pip uninstall --quiet --yes $(1); fi
