@@ -245,17 +245,39 @@ def shared_asgi_server(django_db_setup, tmp_path_factory) -> Iterator[str]:
     requests (sessions, login attempts and everything else live in the database and Redis, and every
     request opens its own database connection, DATABASE_CONN_MAX_AGE=0), so a test sees it as new once
     the test database is emptied between tests."""
-    # After django_db_setup, so service_env names the test database.
-    env = service_env(DATABASE_CONN_MAX_AGE="0")
+    # After django_db_setup, so service_env names the test database. PGAPPNAME (read by libpq) names
+    # the server's PostgreSQL connections, so a test's teardown can tell when they are done.
+    env = service_env(DATABASE_CONN_MAX_AGE="0", PGAPPNAME=SHARED_SERVER_APP_NAME)
     with asgi_server_process(tmp_path_factory.mktemp("daphne") / "daphne.log", env) as url:
         yield url
 
 
+SHARED_SERVER_APP_NAME = "cohort-tests-shared-daphne"
+
+
+def shared_server_queries() -> list[str]:
+    """The queries the shared server has running on PostgreSQL now (none on SQLite, which has no view
+    of other connections)."""
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT query FROM pg_stat_activity WHERE application_name = %s AND state <> 'idle'",
+            [SHARED_SERVER_APP_NAME],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 @pytest.fixture
-def asgi_server(transactional_db, shared_asgi_server) -> str:
+def asgi_server(transactional_db, shared_asgi_server) -> Iterator[str]:
     """The real ASGI app served by daphne on a loopback port (the session's one); its base URL. A test
     that needs a server with an environment of its own starts one with `asgi_server_process`."""
-    return shared_asgi_server
+    yield shared_asgi_server
+    # The test database is emptied after this teardown (a TRUNCATE of every table). A request the test
+    # left behind (a page's debounced save, a client that gave up waiting) may still be writing: a
+    # TRUNCATE beside that write deadlocks on PostgreSQL, so wait for the server's queries to end.
+    # A page that could send more requests is closed before this (tests/browser/conftest.py).
+    wait_for(lambda: not shared_server_queries(), 60, "the shared server's queries to end before the flush")
 
 
 def pytest_collection_modifyitems(config, items):

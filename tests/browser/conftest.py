@@ -47,7 +47,9 @@ def browser():
 
 
 @pytest.fixture
-def page(browser):
+def page(browser, asgi_server):
+    # After asgi_server, so the page is closed before the server's last requests are waited for and the
+    # test database is emptied: a page left open may still send a save while its tables are truncated.
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     page = context.new_page()
     yield page
