@@ -11,6 +11,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Now
 from django.http import Http404
 
+from webapp.json_keys import json_path
 from webapp.runs.models import Run, StepMetric
 
 
@@ -133,9 +134,10 @@ def runs_matching(runs: QuerySet[Run], search: RunSearch) -> QuerySet[Run]:
     for tag in search.tags:
         # The quoted tag in the list's JSON text: exact, on PostgreSQL and SQLite alike.
         runs = runs.filter(tags__icontains=json.dumps(tag))
-    for path, value in search.config:
-        # `__exact` last: a key named like a lookup (`contains`) stays a key.
-        runs = runs.filter(**{"config__" + "__".join(path) + "__exact": value})
+    for i, (path, value) in enumerate(search.config):
+        # An explicit key path: a key named like a lookup (`gt`, `contains`) stays a key, `-9` too.
+        name = f"_config_{i}"
+        runs = runs.alias(**{name: json_path("config", path, list_indexes=True)}).filter(**{name: value})
     return runs
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection
-from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from tsdownsample import MinMaxLTTBDownsampler
 
+from webapp.json_keys import json_key
 from webapp.runs.models import Run, StepMetric
 
 # Heatmap families: the per-module series `<family>/<module>` the trainer reports each step.
@@ -57,7 +57,7 @@ def _collect(rows: Iterable[tuple], keys: Sequence[str] | None) -> tuple[dict[st
         items = row[2].items() if keys is None else zip(keys, row[2:], strict=True)
         for key, value in items:
             if keys is not None and value is None and key not in per_key:
-                continue  # the key is absent from this row (KeyTransform gives None): no point
+                continue  # the key is absent from this row (the JSON key gives None): no point
             per_key.setdefault(key, {})[step] = _finite_or_none(value)  # a later seq overwrites
     return per_key, last_seq
 
@@ -75,7 +75,7 @@ def metric_series(run: Run, *, keys: Sequence[str] | None = None, from_step: int
     if keys is None:
         raw, last_seq = _collect(rows.values_list("seq", "step", "metrics").iterator(chunk_size=2000), None)
     else:
-        annotations = {f"k{i}": KeyTransform(key, "metrics") for i, key in enumerate(keys)}
+        annotations = {f"k{i}": json_key("metrics", key) for i, key in enumerate(keys)}
         values = rows.annotate(**annotations).values_list("seq", "step", *annotations)
         raw, last_seq = _collect(values.iterator(chunk_size=2000), list(keys))
     series = {}
@@ -152,7 +152,7 @@ def step_axes(run: Run, steps: Iterable[int]) -> dict:
         return {"step": [], "t": [], "tokens": [],
                 "now_t": None if first is None else (timezone.now() - first).total_seconds()}
     # Tokens seen at a step need every step before it, so the rows up to the last wanted step are read.
-    rows = (StepMetric.objects.filter(run=run, step__lte=int(wanted[-1])).order_by("seq").annotate(tokens=KeyTransform(TOKENS_KEY, "metrics"))
+    rows = (StepMetric.objects.filter(run=run, step__lte=int(wanted[-1])).order_by("seq").annotate(tokens=json_key("metrics", TOKENS_KEY))
             .values_list("seq", "step", "created_at", "tokens"))
     table_steps, t, tokens, first = _axes_table(rows.iterator(chunk_size=5000))
     wanted = wanted[np.isin(wanted, table_steps)]
@@ -225,9 +225,9 @@ def compared_series(runs: Sequence[Run], keys: Sequence[str], *, max_points: int
     """{metric key: {run id: trace payload}} for several runs in one query (only those keys read)."""
     if not runs or not keys:
         return {}
-    annotations = {f"k{i}": KeyTransform(key, "metrics") for i, key in enumerate(keys)}
+    annotations = {f"k{i}": json_key("metrics", key) for i, key in enumerate(keys)}
     rows = (StepMetric.objects.filter(run__in=[r.pk for r in runs]).order_by("run_id", "seq")
-            .annotate(_tokens=KeyTransform(TOKENS_KEY, "metrics"), **annotations)
+            .annotate(_tokens=json_key("metrics", TOKENS_KEY), **annotations)
             .values_list("run_id", "seq", "step", "created_at", "_tokens", *annotations))
     per_run: dict[int, list[tuple]] = {}
     for row in rows.iterator(chunk_size=2000):

@@ -118,6 +118,39 @@ def test_run_list_filters(api_client, owner, staff, stranger):
     assert {r["id"] for r in response.json()["results"]} == {d.pk}
 
 
+@pytest.mark.parametrize("key", ["steps.gt", "x.regex", "x.isnull", "exact", "lora.rank.lt", "iexact.contains"])
+def test_a_config_key_named_like_a_lookup_is_a_key(api_client, owner, key):
+    """Issue 35: `config=steps.gt=1` became the ORM lookup `config__steps__gt` and answered 500."""
+    path = key.split(".")
+    nested: object = 1
+    for part in reversed(path):
+        nested = {part: nested}
+    match = make_run(owner, name="has it", config=nested)
+    make_run(owner, name="other", config={"steps": 5, "x": "y", "lora": {"rank": 8}})
+    response = api_client(owner).get("/api/runs/", {"config": f"{key}=1"})
+    assert response.status_code == 200, response.content
+    assert [r["id"] for r in response.json()["results"]] == [match.pk]
+
+
+def test_numeric_config_keys_are_keys_and_whole_numbers_index_lists(api_client, owner):
+    """Issue 35: `config=-9.a=1` answered 500 on SQLite (`$[-9]` is no JSON path there)."""
+    negative = make_run(owner, config={"-9": {"a": 1}})
+    padded = make_run(owner, config={"extra": {"01": "x", "1": "y"}})
+    listed = make_run(owner, config={"rewards": [{"name": "f1"}, {"name": "em"}]})
+    client = api_client(owner)
+
+    def ids(config):
+        response = client.get("/api/runs/", {"config": config})
+        assert response.status_code == 200, response.content
+        return {r["id"] for r in response.json()["results"]}
+
+    assert ids("-9.a=1") == {negative.pk}
+    assert ids("extra.01=x") == {padded.pk}  # `01` is a key, never list index 1
+    assert ids("rewards.1.name=em") == {listed.pk}
+    assert ids("rewards.-1.name=em") == set()  # a key no list has, not "the last one"
+    assert ids("99999999999999999999=1") == set()
+
+
 def test_run_list_pages(api_client, owner):
     runs = [make_run(owner, name=f"run {i}") for i in range(7)]
     client = api_client(owner)

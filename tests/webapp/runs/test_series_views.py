@@ -41,6 +41,20 @@ def metrics(client, run, **params):
     return client.get(reverse("runs:metrics", args=[run.pk]), params)
 
 
+@pytest.mark.parametrize("key", ["-1", "0", "01", "a.b", "x__gt"])
+def test_a_metric_key_that_reads_as_a_number_or_a_lookup_is_a_key(client, owner, key):
+    """Issue 35: `series=-1` answered 500 on SQLite (`$[-1]` is no JSON path there), on the page's
+    metrics and the API's."""
+    run = make_run(owner)
+    ingest(run, [{"type": "step", "attempt": 1, "step": 1, "metrics": {key: 0.5, "reward/mean": 1.0}}])
+    client.force_login(owner)
+    page = metrics(client, run, series=key)
+    api = client.get(f"/api/runs/{run.pk}/metrics/", {"series": key})
+    assert page.status_code == 200 and api.status_code == 200, (page.content[:500], api.content[:500])
+    assert page.json()["series"][key]["y"] == [0.5]
+    assert api.json()["series"][key]["y"] == [0.5]
+
+
 # --- downsampling ---------------------------------------------------------------------------------
 
 

@@ -103,6 +103,16 @@ def test_key_value_terms_match_config_values(client, owner, table):
     assert names(client, q="estimator=grpo strategy=grpo") == ["delta sweep", "gamma"]  # every term must match
 
 
+@pytest.mark.parametrize("q", ["steps.gt=1", "steps.isnull=1", "rewards.regex=1", "group_size.-1=1"])
+def test_a_key_part_named_like_a_lookup_or_a_negative_number_matches_nothing(client, owner, table, q):
+    """Issue 35: typing `steps.gt=1` into the search box answered 500 on / and /runs/."""
+    client.force_login(owner)
+    for url in ("/", reverse("runs:list")):
+        response = client.get(url, {"q": q})
+        assert response.status_code == 200, (url, response.status_code)
+    assert names(client, q=q) == []
+
+
 def test_tag_terms_match_a_tag_exactly_and_free_text_matches_names_or_tags(client, owner, table):
     client.force_login(owner)
     assert names(client, q="tag:baseline") == ["alpha"]           # not baseline-v2
