@@ -13,6 +13,7 @@ left behind.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,30 @@ STOP_GRACE_S = 10.0
 PIDS_FILE = VAR_DIR / "stack.pids"
 # The test plugins (tests/plugins/README.md), installed there by `make test-plugins`.
 TEST_PLUGINS_DIR = BASE_DIR / "build" / "test-plugins"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to an address other machines reach
+
+
+def debug_for_bind(host: str, environ: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether the stack serves with DEBUG on, and the line that says so. A 500 under DEBUG shows
+    Django's technical page (settings included), so DEBUG stays on only for a developer's own
+    machine: a loopback bind outside production. Any other bind turns it off, even if asked for."""
+    if environ.get("DJANGO_ENV") == "production":
+        return False, "DEBUG off (DJANGO_ENV=production)"
+    if not is_loopback(host):
+        asked = " although DEBUG is set" if environ.get("DEBUG", "").lower() in ("1", "true", "on", "yes") else ""
+        return False, (f"DEBUG off{asked}: {host} is reachable from other machines, which must never see "
+                       "an error's technical page (bind 127.0.0.1 to debug)")
+    if environ.get("DEBUG", "").lower() in ("0", "false", "off", "no"):
+        return False, "DEBUG off (DEBUG=0)"
+    return True, f"DEBUG on: {host} is this machine's own loopback address, so only you see an error's technical page"
 
 
 def free_local_port() -> int:
@@ -198,6 +224,9 @@ def up(host: str, port: int, concurrency: int) -> int:
         return 2
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="webapp.settings", PYTHONUNBUFFERED="1")
+    debug, debug_line = debug_for_bind(host, env)
+    env["DEBUG"] = "1" if debug else "0"
+    print(debug_line, flush=True)
     stack = Stack()
 
     def on_signal(signum, frame):

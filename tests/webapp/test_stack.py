@@ -6,12 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT, free_port, wait_for
-from webapp.stack import EmbeddedRedis
+from tests.conftest import ROOT, asgi_server_process, free_port, service_env, wait_for
+from webapp.stack import EmbeddedRedis, debug_for_bind
 
 
 def process_group_alive(pgid: int) -> bool:
@@ -71,6 +72,7 @@ def test_run_command_serves_then_stops_cleanly_and_reuses_state(tmp_path):
     first = run_once(var_dir)
     assert "Created admin account. Log in as 'admin' with password" in first
     assert "Cohort is running at http://127.0.0.1:" in first
+    assert "DEBUG on: 127.0.0.1 is this machine's own loopback address" in first
     assert "Stopping Cohort" in first
     second = run_once(var_dir)
     assert "Reusing admin account. Log in as 'admin'" in second
@@ -113,3 +115,37 @@ def test_test_command_passes_every_argument_after_test_to_pytest(monkeypatch):
     assert stack.main(["test", "-k", "healthz", "-q"]) == 0
     assert stack.main(["test", "tests/workers", "-x"]) == 0
     assert seen == [["-k", "healthz", "-q"], ["tests/workers", "-x"]]
+
+
+@pytest.mark.parametrize("host, environ, debug", [
+    ("127.0.0.1", {}, True),
+    ("localhost", {}, True),
+    ("::1", {}, True),
+    ("127.0.0.1", {"DEBUG": "0"}, False),
+    ("127.0.0.1", {"DJANGO_ENV": "production"}, False),
+    ("0.0.0.0", {}, False),
+    ("::", {}, False),
+    ("192.168.1.20", {}, False),
+    ("0.0.0.0", {"DEBUG": "1"}, False),  # asked for, and still refused
+    ("cohort.lan", {}, False),           # a name may resolve to an address others reach
+])
+def test_debug_stays_on_only_for_a_loopback_bind_outside_production(host, environ, debug):
+    on, line = debug_for_bind(host, environ)
+    assert on is debug
+    assert line.startswith("DEBUG on" if debug else "DEBUG off")
+
+
+@pytest.mark.backend_neutral(reason="Django's error pages read no table: the same on either database")
+@pytest.mark.parametrize("host, technical", [("127.0.0.1", True), ("0.0.0.0", False)])
+def test_the_server_shows_a_technical_page_only_when_bound_to_loopback(transactional_db, tmp_path, host, technical):
+    """Issue 35: the embedded default served Django's technical page (settings included) to anyone
+    who reached the port. The server gets the DEBUG that `make run` gives it for each bind."""
+    on, _ = debug_for_bind(host, {})
+    env = service_env(DEBUG="1" if on else "0")
+    with asgi_server_process(tmp_path / "daphne.log", env) as url:
+        try:
+            urllib.request.urlopen(f"{url}/no-such-page/", timeout=30)
+        except urllib.error.HTTPError as error:
+            status, body = error.code, error.read().decode()
+    assert status == 404
+    assert ("Using the URLconf defined in" in body) is technical
