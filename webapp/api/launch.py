@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from django import forms
-from django.conf import settings
 
+from webapp.limits.user_paths import program_states_folder
 from webapp.nul_guard import holds_nul
 from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
 from webapp.runs.launch import config_defaults
@@ -31,7 +31,6 @@ from webapp.runs.models import Task
 from webapp.runs.params import BadParam
 
 BODY_KEYS = ("task", "program", "name", "tags", "notes", "preset", "config", "program_state")
-PROGRAM_STATES_DIR = "program-states"  # under COHORT_RUNS_DIR, which the web server shares with workers
 CONFIG_NAMES = frozenset(f.name for f in CONFIG_FIELDS)
 
 
@@ -72,7 +71,7 @@ def launch_form(user, body: Any) -> RunLaunchForm:
         raise LaunchRefused({"preset": [str(exc)]}) from None
     values.update(config)
     if body.get("program_state") is not None:
-        values["program_state"] = str(_store_program_state(body["program_state"]))
+        values["program_state"] = str(_store_program_state(user, body["program_state"]))
     data = {"task": task.pk, "program": program, "name": texts["name"], "notes": texts["notes"],
             "tags": ", ".join(tags)}
     form = RunLaunchForm(data=data, user=user)
@@ -86,13 +85,14 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     return form
 
 
-def _store_program_state(state: Any) -> Path:
-    """The state's file (named by its content's hash, so the same state is stored once)."""
+def _store_program_state(user, state: Any) -> Path:
+    """The state's file in the user's own folder, named by its content's hash (the same state is stored
+    once)."""
     if not isinstance(state, dict) or not state:
         raise LaunchRefused({"program_state": ["'program_state' must be the JSON object a DSPy program's "
                                                "save() writes."]})
     text = json.dumps(state, sort_keys=True, ensure_ascii=False)
-    folder = Path(settings.COHORT_RUNS_DIR) / PROGRAM_STATES_DIR
+    folder = program_states_folder(user)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
     if not path.exists():

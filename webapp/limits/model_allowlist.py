@@ -43,12 +43,12 @@ def _segments(path: str) -> list[str]:
     return path.replace("\\", "/").split("/")
 
 
-def _inside(path: str, folder: str) -> bool:
+def inside(path: str, folder: str) -> bool:
     """`path` is `folder` or below it; both already real paths."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _server_areas() -> list[tuple[str, str]]:
+def server_areas() -> list[tuple[str, str]]:
     """(real path, what it is) of the folders no model may come from, the runs folder first."""
     # The most specific first: the var dir usually lies inside the code's folder.
     areas = [(settings.COHORT_RUNS_DIR, "the runs folder"),
@@ -59,7 +59,7 @@ def _server_areas() -> list[tuple[str, str]]:
     return [(os.path.realpath(folder), what) for folder, what in areas if folder]
 
 
-def _local_roots() -> list[str]:
+def local_roots() -> list[str]:
     from webapp.limits.models import AllowedModel
 
     return list(AllowedModel.objects.filter(kind=AllowedModel.Kind.LOCAL_ROOT).values_list("value", flat=True))
@@ -72,16 +72,16 @@ def _local_refusal(model: str, *, staff: bool) -> str | None:
         return (f"Local model folder {model!r} must be an absolute path (e.g. /srv/models/my-model); "
                 f"a relative or '~' path depends on where the worker runs.")
     real = os.path.realpath(model)
-    for folder, what in _server_areas():
-        if _inside(real, folder):
+    for folder, what in server_areas():
+        if inside(real, folder):
             shown = model if real == os.path.normpath(model) else f"{model} (really {real})"
             if what == "the runs folder":
                 return RUN_DIR_MESSAGE.format(path=shown)
             return SERVER_FILES_MESSAGE.format(path=shown, area=what)
     if staff:
         return None
-    roots = _local_roots()
-    if any(_inside(real, os.path.realpath(root)) for root in roots):
+    roots = local_roots()
+    if any(inside(real, os.path.realpath(root)) for root in roots):
         return None
     if not roots:
         return f"Local model folders are not allowed on this server ({model!r}); ask an admin to add a local root."

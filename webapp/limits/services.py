@@ -13,6 +13,7 @@ from django.conf import settings
 from trainer.config import RunConfig
 from webapp.limits.model_allowlist import model_refusal
 from webapp.limits.models import LIMIT_FIELDS, LimitOverride
+from webapp.limits.user_paths import program_state_refusal
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,16 @@ def _per_run_errors(limits: dict[str, int], config: RunConfig) -> list[LimitErro
 
 
 def _model_errors(user, config: RunConfig) -> list[LimitError]:
-    """The model allow-list's verdict; it applies to staff too (local paths have safety rules for all)."""
+    """The model allow-list's verdict and the files the run reads (webapp/limits/user_paths.py); they
+    apply to staff too (local paths have safety rules for all)."""
+    errors = []
     refused = model_refusal(user, config.model)
-    return [LimitError("model", refused)] if refused else []
+    if refused:
+        errors.append(LimitError("model", refused))
+    refused = program_state_refusal(user, config.program_state) if config.program_state else None
+    if refused:
+        errors.append(LimitError("program_state", refused))
+    return errors
 
 
 def limits_check_launch(user, config: RunConfig) -> list[LimitError]:
@@ -116,6 +124,6 @@ def limits_fail_run_over_budget(run) -> bool:
     errors = limits_check_claim(run.owner, config)
     if not errors:
         return False
-    reason = "Refused at start (launch limits or the model allow-list changed): " + " ".join(e.message for e in errors)
+    reason = "Refused at start (launch limits, the model allow-list or a file's permission changed): " + " ".join(e.message for e in errors)
     run.transition(Run.State.FAILED, error=reason, finished_at=timezone.now())
     return True
