@@ -133,7 +133,8 @@ class Client:
             time.sleep(poll_s)
 
     def download_adapter(self, run_id: int, folder: str | Path) -> Path:
-        """Unpacks the LoRA adapter a succeeded run trained (PEFT format) into `folder`; returns it."""
+        """Unpacks the LoRA adapter a succeeded run trained (PEFT format, naming the run's model id; its
+        README.md says how to load it) into `folder`; returns it."""
         data = self._send("GET", f"runs/{int(run_id)}/adapter/")
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)

@@ -447,7 +447,11 @@ class Trainer:
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")
             raise
-        # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy)
-        self.updater.save_final_adapter(self.run_dir / FINAL_ADAPTER_DIR, write=main)
+        # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy),
+        # here or on another machine: they name the run's model id, not this machine's model folder
+        from trainer.models import adapter_readme
+
+        self.updater.save_final_adapter(self.run_dir / FINAL_ADAPTER_DIR, write=main, base_model=c.model,
+                                        readme=adapter_readme(c))
         self.reporter.status("succeeded", step=self.step)
         return "succeeded"

@@ -22,8 +22,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -36,6 +34,7 @@ from torch import Tensor
 from transformers import get_scheduler
 
 from trainer import distributed
+from trainer.adapter_files import name_base_model, write_folder_atomically
 from trainer.batching import (  # noqa: F401 - re-exported: the policy's public names
     PolicyBatch,
     PolicyExample,
@@ -378,46 +377,41 @@ class PolicyUpdater:
         self.updates = int(state["updates"])
         self.optimizer_steps = int(state["optimizer_steps"])
 
-    def save_final_adapter(self, path: str | os.PathLike[str], *, write: bool) -> Path | None:
-        """The trained adapter in PEFT's format; with sharded weights every rank must call it (the
-        gather is collective) and only the one with `write` writes. PEFT's own save reads each weight's
-        storage, which a sharded model's parameters do not have, so those are gathered first."""
-        if not self.sharded:
-            return self.save_adapter(path) if write else None
+    def save_final_adapter(self, path: str | os.PathLike[str], *, write: bool, base_model: str,
+                           readme: str) -> Path | None:
+        """The trained adapter in PEFT's format, for use beyond this run: adapter_config.json names
+        `base_model` (the run's model id) instead of the folder the weights were loaded from, which
+        exists on no other machine, and `readme` (README.md) says how to get that model there. With
+        sharded weights every rank must call it (the gather is collective); the one with `write` writes."""
+        save = self._gathered_save() if self.sharded else self.model.save_pretrained
+        if not write:
+            return None
+
+        def fill(folder: Path) -> None:
+            save(folder)
+            name_base_model(folder, base_model, readme)
+
+        return write_folder_atomically(path, fill)
+
+    def _gathered_save(self):
+        """PEFT's own save reads each weight's storage, which a sharded model's parameters do not have:
+        gathers them first and returns what writes PEFT's two files."""
         from peft.utils import get_peft_model_state_dict
         from safetensors.torch import save_file
 
         from trainer.sharding import full_adapter
 
         weights = get_peft_model_state_dict(self.model, state_dict=full_adapter(self.model))
-        if not write:
-            return None
 
         def write_gathered(folder: Path) -> None:
             save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "adapter_model.safetensors"))
             self.model.peft_config["default"].save_pretrained(str(folder))
 
-        return _write_folder(path, write_gathered)
+        return write_gathered
 
     def save_adapter(self, path: str | os.PathLike[str]) -> Path:
         """Write the adapter (PEFT format, what vLLM's LoRARequest loads) atomically into `path`."""
-        return _write_folder(path, self.model.save_pretrained)
-
-
-def _write_folder(path: str | os.PathLike[str], fill) -> Path:
-    """`fill(folder)` into a temporary folder beside `path`, then renamed over it: a reader (vLLM, the
-    adapter download) never sees half an adapter."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
-        fill(tmp)
-        if path.exists():
-            shutil.rmtree(path)
-        os.rename(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+        return write_folder_atomically(path, self.model.save_pretrained)
 
 
 def _to_cpu(obj: Any) -> Any:

@@ -80,8 +80,10 @@ def test_compile_with_a_client_trains_on_the_server_and_returns_the_downloaded_a
     lm = trained.query.lm
     assert isinstance(lm, CohortLM) and lm.adapter == str((tmp_path / "client" / "adapter").resolve())
     server_adapter = run_directory(run.pk) / "adapter"
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
+    for name in ("adapter_config.json", "adapter_model.safetensors", "README.md"):
         assert (tmp_path / "client" / "adapter" / name).read_bytes() == (server_adapter / name).read_bytes()
+    # loadable off the server: it names the model id, not the worker's model folder
+    assert json.loads((server_adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == MODEL
     with dspy.context(adapter=MarkerFallbackAdapter()):  # as the server's program reads small models
         assert isinstance(trained(question="Capital of Italy?", hops=1).answer, str)
 

@@ -117,7 +117,8 @@ def step_groups(request, run_id: int, step: int):
 
 @extend_schema(operation_id="run_adapter", responses={
     (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description=(
-        "The run's final LoRA adapter (PEFT format: adapter_config.json, adapter_model.safetensors) as a zip.")),
+        "The run's final LoRA adapter as a zip: PEFT format (adapter_config.json, whose base_model_name_or_path "
+        "is the run's model id, and adapter_model.safetensors) and a README.md saying how to load it.")),
     **{code: answer for code, answer in schema.responses(None).items() if code != 200}})
 @api_view(["GET"])
 def run_adapter(request, run_id: int):

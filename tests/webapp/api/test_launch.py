@@ -108,12 +108,19 @@ def test_a_browser_session_needs_the_csrf_token_and_anonymous_gets_401(owner, to
 
 @pytest.fixture
 def trained_run(owner, settings, tmp_path):
+    """A succeeded run of builtin:tiny whose folder holds the final adapter as the trainer writes it."""
+    from trainer.config import RunConfig
+    from trainer.models import adapter_readme, build_tiny_model
+    from trainer.policy import PolicyUpdater, load_policy_model
+
     settings.COHORT_RUNS_DIR = tmp_path / "runs"
     run = make_run(owner, state=Run.State.SUCCEEDED, name="trained")
-    adapter = run_directory(run.pk) / "adapter"
-    adapter.mkdir(parents=True)
-    (adapter / "adapter_config.json").write_text('{"r": 8}')
-    (adapter / "adapter_model.safetensors").write_bytes(b"\x00weights\x01" * 100)
+    run.config = {**run.config, "model": "builtin:tiny"}
+    run.save(update_fields=["config"])
+    model, tokenizer = load_policy_model(build_tiny_model(tmp_path / "models" / "tiny-toy"))
+    PolicyUpdater(model, tokenizer).save_final_adapter(run_directory(run.pk) / "adapter", write=True,
+                                                       base_model="builtin:tiny",
+                                                       readme=adapter_readme(RunConfig(model="builtin:tiny")))
     return run
 
 
@@ -122,8 +129,12 @@ def test_a_succeeded_runs_adapter_downloads_as_a_zip_to_its_owner(api_client, ow
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     assert f'filename="run-{trained_run.pk}-adapter.zip"' in response["Content-Disposition"]
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
-    assert sorted(archive.namelist()) == ["adapter_config.json", "adapter_model.safetensors"]
-    assert archive.read("adapter_model.safetensors") == b"\x00weights\x01" * 100
+    assert sorted(archive.namelist()) == ["README.md", "adapter_config.json", "adapter_model.safetensors"]
+    server_copy = run_directory(trained_run.pk) / "adapter"
+    assert archive.read("adapter_model.safetensors") == (server_copy / "adapter_model.safetensors").read_bytes()
+    # loadable away from the server: the run's model id, not the worker's model cache folder
+    assert json.loads(archive.read("adapter_config.json"))["base_model_name_or_path"] == trained_run.config["model"]
+    assert "builtin:tiny" in archive.read("README.md").decode()
     assert api_client(stranger).get(f"/api/runs/{trained_run.pk}/adapter/").status_code == 404
     assert Client().get(f"/api/runs/{trained_run.pk}/adapter/").status_code == 401
 
