@@ -1,4 +1,5 @@
-"""Repeat the integration and browser tests to catch a test that depends on the machine's speed.
+"""Repeat the integration and browser tests to catch a test that depends on the machine's speed, and
+the API fuzz with a new seed each run.
 
     python -m tests.flake_hunt --runs 10                  # idle machine
     python -m tests.flake_hunt --runs 10 --hog 2          # with two busy processes beside it
@@ -6,13 +7,16 @@
 
 (`make flake-hunt N=10 HOG=2` does the first two.) Each run is a fresh `webapp.stack test`, so it
 gets the same services as `make test`: PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set,
-the embedded defaults otherwise. It stops at the first failing run (its log is kept) unless
---keep-going, and ends with a line of counts.
+the embedded defaults otherwise. Each run gives the API fuzz (tests/webapp/api/test_schema_fuzz.py) a
+seed of its own in COHORT_FUZZ_SEED, printed on the run's line, so a failure can be replayed. It stops
+at the first failing run (its log is kept) unless --keep-going, and ends with a line of counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -20,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TESTS = ["tests/workers", "tests/browser"]
+DEFAULT_TESTS = ["tests/workers", "tests/browser", "tests/webapp/api/test_schema_fuzz.py"]
 HOG = "while True: pass"
 
 
@@ -43,13 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for number in range(1, args.runs + 1):
             log = logs / f"run-{number}.log"
+            seed = random.randrange(1, 2**31)
             started = time.monotonic()
             with open(log, "wb") as out:
                 rc = subprocess.call([sys.executable, "-m", "webapp.stack", "test", "-q", "-p", "no:cacheprovider",
-                                      *pytest_args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                      *pytest_args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, COHORT_FUZZ_SEED=str(seed)))
             summary = (log.read_text(errors="replace").strip().splitlines() or ["(no output)"])[-1]
-            print(f"run {number}/{args.runs}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in "
-                  f"{time.monotonic() - started:.0f} s: {summary}", flush=True)
+            print(f"run {number}/{args.runs} (COHORT_FUZZ_SEED={seed}): {'ok' if rc == 0 else f'FAILED (exit {rc})'} "
+                  f"in {time.monotonic() - started:.0f} s: {summary}", flush=True)
             if rc == 0:
                 passed += 1
                 log.unlink()

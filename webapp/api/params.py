@@ -24,8 +24,8 @@ CONFIG_KEY = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
 def page_params(request) -> tuple[int, int]:
     """(offset, limit): `limit` 1..500 (100 when absent), `offset` from 0."""
-    limit = int_param(request, "limit", default=PAGE_DEFAULT, low=1, high=PAGE_MAX)
-    offset = int_param(request, "offset", default=0, low=0)
+    limit = int_param(request, "limit", default=PAGE_DEFAULT, low=1, high=PAGE_MAX, blank_is_absent=False)
+    offset = int_param(request, "offset", default=0, low=0, blank_is_absent=False)
     return offset, limit
 
 
@@ -44,10 +44,10 @@ def paginated(request, results: list, *, count: int, offset: int, limit: int) ->
 
 
 def _text(request, name: str) -> str:
-    value = request.GET.get(name, "").strip()
-    if len(value) > MAX_TEXT:
+    value = request.GET.get(name, "")
+    if len(value) > MAX_TEXT:  # as sent, spaces included: the schema's maxLength counts them
         raise BadParam(f"'{name}' must be at most {MAX_TEXT} characters.")
-    return value
+    return value.strip()
 
 
 def config_filter(raw: str) -> tuple[list[str], object]:
@@ -63,10 +63,15 @@ def config_filter(raw: str) -> tuple[list[str], object]:
             raise BadParam(f"'config' key {key!r} is not a config key: use letters, digits, '_' or '-', "
                            "nested keys joined by '.'.")
     try:
-        parsed = json.loads(value)
+        # NaN and ±Infinity are no JSON (PostgreSQL's jsonb refuses them: a 500): such a value is text.
+        parsed = json.loads(value, parse_constant=_refuse_constant)
     except ValueError:
         parsed = value
     return path, parsed
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 def run_filters(request) -> dict:
@@ -77,8 +82,10 @@ def run_filters(request) -> dict:
     configs = request.GET.getlist("config")
     if len(configs) > MAX_CONFIG_FILTERS:
         raise BadParam(f"At most {MAX_CONFIG_FILTERS} 'config' filters.")
-    tags = [tag.strip().lower() for tag in request.GET.getlist("tag") if tag.strip()]
-    if len(tags) > MAX_CONFIG_FILTERS or any(len(tag) > MAX_TAG_CHARS for tag in tags):
+    given = request.GET.getlist("tag")
+    tags = [tag.strip().lower() for tag in given if tag.strip()]
+    # Counted and measured as sent (empty ones and spaces too), as the schema's maxItems and maxLength.
+    if len(given) > MAX_CONFIG_FILTERS or any(len(tag) > MAX_TAG_CHARS for tag in given):
         raise BadParam(f"At most {MAX_CONFIG_FILTERS} 'tag' filters of at most {MAX_TAG_CHARS} characters.")
     return {
         "state": state, "tags": tags, "task": _text(request, "task"), "program": _text(request, "program"),

@@ -237,7 +237,7 @@ METRICS = [
     _int("max_points", "At most this many points per series (MinMaxLTTB, as the charts); every point when "
          "absent.", minimum=params.MAX_POINTS_LOW, maximum=params.MAX_POINTS_HIGH),
     _int("from_step", "First step (inclusive)."),
-    _int("to_step", "Last step (inclusive), not before `from_step`."),
+    _int("to_step", "Last step (inclusive); before `from_step`, the window holds no step."),
 ]
 PROMPTS = OpenApiParameter("prompts", {"type": "string", "enum": list(params.FLAG_VALUES)},
                            description="1 to include each call's prompt and messages (large).")

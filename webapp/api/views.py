@@ -70,15 +70,16 @@ def run_metrics(request, run_id: int):
     (MinMaxLTTB, as the charts)."""
     run = run_get_for_user(request.user, run_id)
     keys = series_keys(request, max_series=params.MAX_SERIES)
-    max_points = int_param(request, "max_points", low=params.MAX_POINTS_LOW, high=params.MAX_POINTS_HIGH)
-    from_step, to_step = step_range(request)
+    max_points = int_param(request, "max_points", low=params.MAX_POINTS_LOW, high=params.MAX_POINTS_HIGH,
+                           blank_is_absent=False)
+    from_step, to_step = step_range(request, blank_is_absent=False)
     found, _ = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
     payload = {key: series.series_payload(s, max_points or max(1, s.steps.size)) for key, s in found.items()}
     return Response({"run": run.pk, "series": payload})
 
 
 def _step_attempt(request, run, step: int) -> int:
-    attempt = int_param(request, "attempt", low=1)
+    attempt = int_param(request, "attempt", low=1, blank_is_absent=False)
     attempt, _ = inspect.step_attempt(run, step, attempt)  # 404 when the step is not stored
     return attempt
 

@@ -13,11 +13,14 @@ class BadParam(ValueError):
     """A query parameter that cannot be used: answered with 400 and this message."""
 
 
-def int_param(request, name: str, *, default=None, low: int = 0, high: int | None = None):
+def int_param(request, name: str, *, default=None, low: int = 0, high: int | None = None,
+              blank_is_absent: bool = True):
     """The integer `name` of the query string within [low, high] (high at most INT_PARAM_MAX);
-    `default` when absent or empty (pass `default=BadParam` to make it required)."""
+    `default` when absent, or empty where `blank_is_absent` (a page's form sends its empty fields; the
+    API's schema calls an empty value no integer, so the API passes False); `default=BadParam` makes
+    it required."""
     raw = request.GET.get(name)
-    if raw is None or raw == "":
+    if raw is None or (raw == "" and blank_is_absent):
         if default is BadParam:
             raise BadParam(f"'{name}' is required.")
         return default
@@ -31,13 +34,12 @@ def int_param(request, name: str, *, default=None, low: int = 0, high: int | Non
     return value
 
 
-def step_range(request) -> tuple[int | None, int | None]:
-    """(`from_step`, `to_step`), each optional, the first not after the second."""
-    from_step = int_param(request, "from_step")
-    to_step = int_param(request, "to_step")
-    if from_step is not None and to_step is not None and from_step > to_step:
-        raise BadParam(f"'from_step' ({from_step}) must not be after 'to_step' ({to_step}).")
-    return from_step, to_step
+def step_range(request, *, blank_is_absent: bool = True) -> tuple[int | None, int | None]:
+    """(`from_step`, `to_step`), each optional and inclusive. A `from_step` after `to_step` is an empty
+    window, answered with no points as any range query would, not a 400: the API's schema cannot state
+    an order between two parameters, and what it calls valid the API accepts (issue 35)."""
+    return (int_param(request, "from_step", blank_is_absent=blank_is_absent),
+            int_param(request, "to_step", blank_is_absent=blank_is_absent))
 
 
 def series_keys(request, *, max_series: int) -> list[str] | None:
