@@ -283,4 +283,4 @@ def asgi_server(transactional_db, shared_asgi_server) -> Iterator[str]:
 def pytest_collection_modifyitems(config, items):
     """CI's two suites (COHORT_TESTS_SUITE=services|embedded): tests/suites.py says which test runs in
     which, and checks every `backend_neutral` mark. `make test` alone runs everything."""
-    suites.select(config, items)
+    suites.select(config, items, database_vendor=connection.vendor)

@@ -10,6 +10,11 @@ only pays where the two backends can make it pass or fail differently, so the ru
 - Every other test runs **once**: in the embedded suite if it matches `EMBEDDED_ONCE_MARKS` or `EMBEDDED_ONCE_PATHS` (chosen so the
   two suites take about as long), in the services suite otherwise.
 
+- A test of a PostgreSQL mechanism (COPY, concurrent writers, an outage staged with a TCP proxy) is
+  marked `postgresql_only` with a reason: it runs in the services suite only, fails there if that
+  suite is not on PostgreSQL (a misconfigured CI must not turn it into a silent skip), and is skipped,
+  with its reason, only by a plain `make test` on SQLite.
+
 A new database test therefore runs on both until someone states why it need not; a `backend_neutral`
 mark without a reason is an error at collection, and so is one on a test that never touches the
 database (it would hide nothing and mislead the reader). `make test` (no COHORT_TESTS_SUITE) runs
@@ -26,6 +31,7 @@ import pytest
 SUITE_ENV = "COHORT_TESTS_SUITE"
 SUITES = ("services", "embedded")
 NEUTRAL = "backend_neutral"
+POSTGRESQL_ONLY = "postgresql_only"
 
 # Reasons that many modules give.
 UI_ONLY = ("a page's own drawing and controls in a real browser; the queries behind the page are "
@@ -66,12 +72,30 @@ def neutral_reason(item: pytest.Item) -> str | None:
     return reason
 
 
+def postgresql_only_reason(item: pytest.Item) -> str | None:
+    """The stated reason of a `postgresql_only` mark, None without the mark (a usage error without a
+    reason, or beside `backend_neutral`, which would say the same twice)."""
+    mark = item.get_closest_marker(POSTGRESQL_ONLY)
+    if mark is None:
+        return None
+    reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+    if not isinstance(reason, str) or not reason.strip():
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{POSTGRESQL_ONLY} needs a reason "
+                                "(which PostgreSQL mechanism it tests)")
+    if item.get_closest_marker(NEUTRAL) is not None:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{POSTGRESQL_ONLY} already runs in one suite: "
+                                f"remove @pytest.mark.{NEUTRAL}")
+    return reason
+
+
 def runs_on_both(item: pytest.Item) -> bool:
-    return touches_database(item) and neutral_reason(item) is None
+    return touches_database(item) and neutral_reason(item) is None and postgresql_only_reason(item) is None
 
 
 def once_suite(item: pytest.Item, root: Path) -> str:
     """The suite a test that runs once belongs to."""
+    if postgresql_only_reason(item) is not None:
+        return "services"
     if any(item.get_closest_marker(mark) for mark in EMBEDDED_ONCE_MARKS):
         return "embedded"
     relative = Path(str(item.path)).relative_to(root).as_posix()
@@ -84,16 +108,26 @@ def in_suite(item: pytest.Item, suite: str, root: Path) -> bool:
     return runs_on_both(item) or once_suite(item, root) == suite
 
 
-def select(config: pytest.Config, items: list[pytest.Item]) -> None:
+def select(config: pytest.Config, items: list[pytest.Item], *, database_vendor: str) -> None:
     """Deselects the tests that are not the suite's (COHORT_TESTS_SUITE); checks every
-    `backend_neutral` mark whichever suite runs, so a bad one fails `make test` too."""
+    `backend_neutral` and `postgresql_only` mark whichever suite runs, so a bad one fails `make test`
+    too; skips a `postgresql_only` test only outside CI's suites, on SQLite."""
     for item in items:
         neutral_reason(item)
+        postgresql_only_reason(item)
     suite = os.environ.get(SUITE_ENV, "").strip()
+    if suite and suite not in SUITES:
+        raise pytest.UsageError(f"{SUITE_ENV}={suite!r}: expected one of {', '.join(SUITES)}")
+    needs_postgresql = [item for item in items if postgresql_only_reason(item) is not None]
+    if needs_postgresql and database_vendor != "postgresql":
+        if suite == "services":
+            raise pytest.UsageError(f"{SUITE_ENV}=services runs on {database_vendor}, so its PostgreSQL-only tests "
+                                    "could not run: set DATABASE_URL to a PostgreSQL database")
+        if not suite:
+            for item in needs_postgresql:
+                item.add_marker(pytest.mark.skip(reason=f"needs PostgreSQL: {postgresql_only_reason(item)}"))
     if not suite:
         return
-    if suite not in SUITES:
-        raise pytest.UsageError(f"{SUITE_ENV}={suite!r}: expected one of {', '.join(SUITES)}")
     root = Path(str(config.rootpath))
     kept, dropped = [], []
     for item in items:

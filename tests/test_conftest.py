@@ -26,10 +26,8 @@ def log_in(url: str, username: str) -> int:
     return opener.open(f"{url}/login/", data=body.encode(), timeout=60).status
 
 
-@pytest.mark.backend_neutral(reason="it watches PostgreSQL's view of the server's connections")
+@pytest.mark.postgresql_only(reason="it watches PostgreSQL's view of the server's connections (pg_stat_activity)")
 def test_a_request_still_writing_is_seen_until_it_ends(asgi_server, make_user):
-    if connection.vendor != "postgresql":
-        pytest.skip("SQLite has no view of other connections")
     user = make_user("alice", password=PASSWORD)
     dsn = connection.get_connection_params()
     # Another connection holds alice's row, so the server's login (which stores her last login) waits.

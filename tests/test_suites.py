@@ -67,3 +67,55 @@ def test_a_backend_neutral_mark_needs_a_reason(neutral):
 def test_a_backend_neutral_mark_on_a_test_without_the_database_is_refused():
     with pytest.raises(pytest.UsageError, match="never touches the database"):
         suites.neutral_reason(FakeItem("tests/webapp/test_x.py", marks=mark("backend_neutral", reason="r")))
+
+
+def test_a_postgresql_only_test_runs_in_the_services_suite_only():
+    only = {**mark("django_db"), **mark("postgresql_only", reason="COPY")}
+    assert suites_of(FakeItem("tests/webapp/test_x.py", marks=only)) == ["services"]
+    assert suites_of(FakeItem("tests/trainer/test_x.py", marks=only)) == ["services"]  # wherever it lives
+    with pytest.raises(pytest.UsageError, match="needs a reason"):
+        suites.postgresql_only_reason(FakeItem("tests/webapp/test_x.py", marks={**mark("django_db"),
+                                                                                 **mark("postgresql_only")}))
+    with pytest.raises(pytest.UsageError, match="remove @pytest.mark.backend_neutral"):
+        suites.postgresql_only_reason(FakeItem("tests/webapp/test_x.py", marks={
+            **only, **mark("backend_neutral", reason="r")}))
+
+
+class FakeConfig:
+    rootpath = ROOT
+
+    def __init__(self):
+        self.deselected: list = []
+        self.hook = self
+
+    def pytest_deselected(self, items):
+        self.deselected += items
+
+
+class MarkableItem(FakeItem):
+    def add_marker(self, marker):
+        self.marks[marker.name] = marker.mark
+
+
+def select(suite: str, vendor: str, monkeypatch) -> tuple[list, FakeConfig, MarkableItem]:
+    monkeypatch.setenv(suites.SUITE_ENV, suite)
+    item = MarkableItem("tests/webapp/test_x.py", marks={**mark("django_db"), **mark("postgresql_only", reason="COPY")})
+    items, config = [item], FakeConfig()
+    suites.select(config, items, database_vendor=vendor)
+    return items, config, item
+
+
+def test_a_postgresql_only_test_is_never_skipped_in_ci(monkeypatch):
+    with pytest.raises(pytest.UsageError, match="set DATABASE_URL to a PostgreSQL database"):
+        select("services", "sqlite", monkeypatch)  # a misconfigured services suite fails, loudly
+    items, _, item = select("services", "postgresql", monkeypatch)
+    assert items == [item] and "skip" not in item.marks
+    items, config, _ = select("embedded", "sqlite", monkeypatch)  # not the embedded suite's: deselected
+    assert items == [] and len(config.deselected) == 1
+
+
+def test_a_postgresql_only_test_is_skipped_with_its_reason_only_by_a_plain_make_test_on_sqlite(monkeypatch):
+    items, _, item = select("", "sqlite", monkeypatch)
+    assert items == [item] and item.marks["skip"].kwargs["reason"] == "needs PostgreSQL: COPY"
+    _, _, item = select("", "postgresql", monkeypatch)
+    assert "skip" not in item.marks

@@ -144,7 +144,7 @@ def test_the_running_status_says_how_many_gpus_the_run_holds(tmp_path, model_cac
     """The dashboard's GPU-hours come from this count: 0 on a CPU, the visible CUDA devices on a GPU."""
     import torch
 
-    from trainer.loop import visible_gpus
+    from trainer.run_setup import visible_gpus
 
     _, reporter, _ = run(toy_config(steps=1, device="cpu"), tmp_path, "gpus", model_cache=model_cache)
     state, info = reporter.statuses[0]

@@ -35,9 +35,8 @@ from workers.supervisor import HEARTBEAT_EVERY_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ON_POSTGRES = django_settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-needs_postgres = pytest.mark.skipif(not ON_POSTGRES, reason="the database outage is staged with a TCP proxy in "
-                                    "front of PostgreSQL (SQLite is a file: it cannot go down)")
+needs_postgres = pytest.mark.postgresql_only(reason="the database outage is staged with a TCP proxy in front of "
+                                             "PostgreSQL (SQLite is a file: it cannot go down)")
 
 # --- Database down for 30 s mid-run ------------------------------------------------------------
 
@@ -107,12 +106,15 @@ def test_database_down_30_s_mid_run_the_run_catches_up_with_nothing_lost(owner, 
                 logged_during = STEPS_BEFORE_THE_OUTAGE + STEPS_DURING_THE_OUTAGE
                 step_gate.allow(logged_during)
                 reaped = []
-                while time.monotonic() - down_since < DATABASE_DOWN_S or event_log_steps(tmp_path, run) < logged_during:
-                    assert time.monotonic() - down_since < DATABASE_DOWN_S + HEARTBEAT_EVERY_S, (
-                        f"the trainer logged {event_log_steps(tmp_path, run)} of {logged_during} steps during the "
-                        f"outage\n{log.read_text()}")
+                # The fault is 30 s long by design, so this loop paces itself by the clock; the reaper
+                # looks every second meanwhile, as beat would.
+                while time.monotonic() - down_since < DATABASE_DOWN_S:
                     reaped += reap()
                     time.sleep(1.0)
+                # The trainer's steps decide the rest: the outage lasts until they are logged, however
+                # long this machine takes for them.
+                wait_for(lambda: event_log_steps(tmp_path, run) >= logged_during, 240,
+                         "the trainer to log the outage's steps", log)
                 # The outage was real: nothing reached the database, though the worker kept trying
                 # and the trainer kept going.
                 assert event_log_steps(tmp_path, run) == logged_during
@@ -121,6 +123,10 @@ def test_database_down_30_s_mid_run_the_run_catches_up_with_nothing_lost(owner, 
                 assert run.heartbeat_at == heartbeat_before and run.state == Run.State.RUNNING
                 assert proxy.refused > 0
                 proxy.up()
+                # A slow machine may have stretched the outage past the reaper's timeout: the reaper
+                # looks again only once the worker has reported back (its heartbeat moved).
+                wait_for(lambda: Run.objects.get(pk=run.pk).heartbeat_at != heartbeat_before, 120,
+                         "the worker's heartbeat after the outage", log)
 
                 # The steps logged during the outage are shipped before the run may go on.
                 wait_for(lambda: stored_steps(run) == logged_during, 120, "the outage's steps to be shipped", log)

@@ -44,7 +44,7 @@ class _Loaded:
 
         from trainer.backends.hf import HFBackend
         from trainer.config import RunConfig
-        from trainer.loop import resolve_model_path
+        from trainer.run_setup import resolve_model_path
 
         path = resolve_model_path(RunConfig(model=model), None, model_cache_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(path)

@@ -225,11 +225,10 @@ def test_the_database_refuses_a_second_open_alert_for_a_rule_and_run(owner):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.postgresql_only(reason="two writers at once need PostgreSQL (SQLite serializes them)")
 def test_concurrent_evaluations_fire_once(owner, monkeypatch):
     """Two processes evaluate the same NaN step at once: both see no open alert, both insert; the
     partial unique constraint lets one through."""
-    if connection.vendor != "postgresql":
-        pytest.skip("concurrent writers need PostgreSQL")
     run = make_run(owner, state=Run.State.RUNNING)
     step_events_ingest(run, [{"type": "step", "attempt": 1, "step": 1, "metrics": {"loss": None}}])
     Alert.objects.all().delete()  # the ingest's own evaluation; the test races two more

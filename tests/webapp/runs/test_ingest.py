@@ -280,7 +280,7 @@ def test_the_bulk_create_writer_stores_the_same_rows_as_the_default_writer(owner
     assert sql_nulls[0] == sql_nulls[1] >= 1
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
+@pytest.mark.postgresql_only(reason="COPY is PostgreSQL's")
 def test_on_postgresql_rows_are_copied_not_inserted(owner):
     run = make_run(owner, state=Run.State.RUNNING)
     event = mhgpo_step_event(1, questions=5)

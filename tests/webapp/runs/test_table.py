@@ -1,5 +1,5 @@
-"""The runs table: sort, search, tags, archive, delete, editing labels, pagination with a constant
-number of queries, and who may do what (owner and staff; a stranger gets a 404)."""
+"""The runs table: sort, archive, delete, editing labels, pagination with a constant
+number of queries, and who may do what (owner and staff; a stranger gets a 404). Its search: test_table_search.py."""
 
 import datetime as dt
 import importlib
@@ -13,41 +13,11 @@ from django.utils import timezone
 
 from tests.webapp.runs.factories import make_task
 from tests.webapp.runs.seeding import ingest, make_run, mhgpo_step_event
+from tests.webapp.runs.table_world import LIST, config, names
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 from webapp.runs.table_views import PAGE_SIZE, duration_text
 
 pytestmark = pytest.mark.django_db
-
-LIST = reverse("runs:list")
-
-
-def names(client, expect_status=200, **params) -> list[str]:
-    response = client.get(LIST, params)
-    assert response.status_code == expect_status, response.content.decode()[:2000]
-    return [r.name for r in response.context["runs"]]
-
-
-def config(**values) -> dict:
-    return {"steps": 4, "strategy": "grpo", "estimator": "grpo", "learning_rate": 1e-5,
-            "rewards": [{"name": "exact_match", "weight": 1.0}], **values}
-
-
-@pytest.fixture
-def table(owner):
-    """Four runs of one owner with different rewards, configs and tags."""
-    now = timezone.now()
-    return {
-        "a": make_run(owner, name="alpha", best_reward=0.2, last_reward=0.1, tags=["baseline"],
-                      config=config(estimator="gdpo", learning_rate=0.001)),
-        "b": make_run(owner, name="beta", best_reward=None, tags=["baseline-v2", "sweep"],
-                      config=config(strategy="mhgpo")),
-        "c": make_run(owner, name="gamma", best_reward=0.9, last_eval_reward=0.7, state=Run.State.SUCCEEDED,
-                      started_at=now - dt.timedelta(hours=3), finished_at=now, gpus=2,
-                      config=config(rewards=[{"name": "f1", "weight": 1.0}])),
-        "d": make_run(owner, name="delta sweep", best_reward=0.5, state=Run.State.FAILED,
-                      started_at=now - dt.timedelta(hours=1), finished_at=now, config=config(group_size=8)),
-    }
-
 
 # --- sorting --------------------------------------------------------------------------------------
 
@@ -87,62 +57,6 @@ def test_an_unknown_sort_is_a_400_that_names_the_keys(client, owner, table, sort
     assert response.status_code == 400
     body = response.content.decode()
     assert "Cannot sort by" in body and "best_reward" in body
-
-
-# --- search ---------------------------------------------------------------------------------------
-
-
-def test_key_value_terms_match_config_values(client, owner, table):
-    client.force_login(owner)
-    assert names(client, q="estimator=gdpo") == ["alpha"]
-    assert names(client, q="strategy=mhgpo") == ["beta"]
-    assert names(client, q="learning_rate=0.001") == ["alpha"]  # compared as JSON numbers
-    assert names(client, q="lr=1e-3") == ["alpha"]              # 1e-3 == 0.001; lr is learning_rate
-    assert names(client, q="group_size=8") == ["delta sweep"]
-    assert names(client, q="rewards.0.name=f1") == ["gamma"]    # nested keys with dots
-    assert names(client, q="estimator=grpo strategy=grpo") == ["delta sweep", "gamma"]  # every term must match
-
-
-@pytest.mark.parametrize("q", ["steps.gt=1", "steps.isnull=1", "rewards.regex=1", "group_size.-1=1"])
-def test_a_key_part_named_like_a_lookup_or_a_negative_number_matches_nothing(client, owner, table, q):
-    """Issue 35: typing `steps.gt=1` into the search box answered 500 on / and /runs/."""
-    client.force_login(owner)
-    for url in ("/", reverse("runs:list")):
-        response = client.get(url, {"q": q})
-        assert response.status_code == 200, (url, response.status_code)
-    assert names(client, q=q) == []
-
-
-def test_tag_terms_match_a_tag_exactly_and_free_text_matches_names_or_tags(client, owner, table):
-    client.force_login(owner)
-    assert names(client, q="tag:baseline") == ["alpha"]           # not baseline-v2
-    assert names(client, q="TAG:Baseline-V2") == ["beta"]
-    assert names(client, q="baseline") == ["beta", "alpha"]       # in a tag
-    assert names(client, q="sweep") == ["delta sweep", "beta"]    # a name or a tag
-    assert names(client, q="alp") == ["alpha"]
-    assert names(client, q='"delta sweep"') == ["delta sweep"]
-    assert names(client, q="tag:baseline estimator=gdpo") == ["alpha"]
-    assert names(client, q="tag:nope") == []
-
-
-@pytest.mark.parametrize(("q", "message"), [
-    ("no_such_key=1", "Unknown config key"),
-    ('name="unclosed', "quote is not closed"),
-    ("a..b=1", "is not a config key"),
-    ("tag:", "needs a tag"),
-])
-def test_a_bad_search_is_a_400_with_the_reason(client, owner, table, q, message):
-    client.force_login(owner)
-    response = client.get(LIST, {"q": q})
-    assert response.status_code == 400
-    assert message in response.content.decode()
-
-
-def test_filters_never_widen_what_a_user_sees(client, owner, stranger, table):
-    make_run(stranger, name="theirs", config=config(estimator="gdpo"), tags=["baseline"])
-    client.force_login(owner)
-    assert names(client, q="estimator=gdpo") == ["alpha"]
-    assert "theirs" not in names(client, q="tag:baseline", owner=stranger.username)
 
 
 # --- archive --------------------------------------------------------------------------------------
