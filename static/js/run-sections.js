@@ -3,13 +3,13 @@
 // heatmaps. The fold state and the pins are one preference per user for every run ("run-layout":
 // {sections: {key: open}, pinned: [family, ...]}, prefs.js). A chart goes to
 // the pinned strip when pinned, to its section's strip of small charts while every value is 0 (its
-// data-compact, set by chart-controls.js), to its section's grid otherwise.
+// data-compact, set by chart-traces.js), to its section's grid otherwise.
 (function () {
   "use strict";
 
   const cc = window.cohortCharts;
   const layout = { sections: {}, pinned: [] }; // {section: open}, pinned families in pin order
-  let rankOf = () => 0; // family -> display order within a section (run-live.js's FAMILIES)
+  let rankOf = () => 0; // family -> display order within a section (run-charts.js's FAMILIES)
 
   function place(div) {
     const section = div.dataset.section;

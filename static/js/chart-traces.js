@@ -1,0 +1,137 @@
+// How a managed chart (chart-controls.js) is drawn from its model through the page's view
+// (chart-view.js): its traces, its axes and layout, the small "0 on every step" form, and the data-*
+// marks the tests and run-sections.js read.
+//
+// Trace order: the raw traces (one per series, in the order they were added) come first, then, when
+// smoothing is on, the smoothed ones, so data[i] is always series i's raw data.
+(function () {
+  "use strict";
+
+  const cv = window.cohortChartView;
+  const page = cv.page;
+
+  // Plotly's default colorway: a series' raw and smoothed traces share their color.
+  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                   "#bcbd22", "#17becf"];
+  const RAW_OPACITY = 0.25;
+  const COMPACT_HEIGHT = 96;
+
+  function visible(chart, s) { return chart.hidden.has(s.name) ? "legendonly" : true; }
+
+  function rawTrace(chart, s, index) {
+    const smooth = page.view.smoothing > 0;
+    const color = PALETTE[index % PALETTE.length];
+    return {
+      type: s.long ? "scattergl" : "scatter", mode: s.long ? "lines" : "lines+markers", name: s.name, meta: s.key,
+      x: cv.xs(s), y: s.y.slice(), customdata: s.steps.slice(), legendgroup: s.name, showlegend: !smooth,
+      opacity: smooth ? RAW_OPACITY : 1, line: { color }, marker: { size: 4, color }, connectgaps: false,
+      hoverinfo: smooth ? "skip" : undefined, visible: visible(chart, s),
+    };
+  }
+
+  function smoothTrace(chart, s, index) {
+    const color = PALETTE[index % PALETTE.length];
+    return {
+      type: s.long ? "scattergl" : "scatter", mode: "lines", name: s.name, meta: s.key, x: cv.xs(s),
+      y: cv.ema(s.y, page.view.smoothing), customdata: s.steps.slice(), legendgroup: s.name, showlegend: true,
+      line: { color, width: 2 }, connectgaps: false, visible: visible(chart, s),
+    };
+  }
+
+  // The y axis: log when asked and every value is positive; a constant series gets a range around
+  // its own magnitude (axes.js: Plotly would zoom into its last digits, or pad 0.002 by +-1).
+  function yAxisFor(chart) {
+    const ys = chart.series.flatMap((s) => s.y).filter((v) => typeof v === "number" && Number.isFinite(v));
+    const lo = ys.length ? Math.min(...ys) : 0;
+    const fallback = page.view.log && ys.length > 0 && lo <= 0;
+    const log = page.view.log && !fallback;
+    const axis = { type: log ? "log" : "linear", exponentformat: "e", minexponent: 4, tickformat: "~g",
+                   ...window.cohortAxes.axis(ys, { log }) };
+    return { axis, fallback, constant: !axis.autorange, log };
+  }
+
+  // Every series 0 (or missing) at every step it has: a chart that says nothing on this run (KL at
+  // beta 0, a clip that never bites), drawn small where the page asks for it (opts.compactZero).
+  function allZero(chart) {
+    let seen = false;
+    for (const s of chart.series) {
+      for (const v of s.y) {
+        if (v === null || v === undefined || !Number.isFinite(v)) continue;
+        if (v !== 0) return false;
+        seen = true;
+      }
+    }
+    return seen;
+  }
+
+  function isCompact(chart) { return chart.compactZero && !chart.wide && allZero(chart); }
+
+  // The x axis: in steps, one step alone is drawn between its neighbours with whole-number ticks.
+  function xAxisFor(chart) {
+    const values = chart.series.flatMap((s) => cv.xs(s));
+    const axis = window.cohortAxes.axis(values, { integer: page.view.x === "step" });
+    return axis.autorange ? {} : axis; // a varying x keeps the user's zoom (uirevision)
+  }
+
+  function layoutFor(chart) {
+    const { axis, fallback } = yAxisFor(chart);
+    const xaxis = { title: { text: cv.xTitle(), standoff: 4 }, uirevision: page.view.x, exponentformat: "e", minexponent: 6,
+                    showspikes: true, spikemode: "across", spikethickness: 1, spikedash: "dot", spikecolor: "#888",
+                    ...xAxisFor(chart) };
+    if (isCompact(chart)) {
+      // One line: the title, a flat trace, and the note; no legend (every series reads the same).
+      return {
+        title: { text: chart.title, font: { size: 11 } },
+        margin: { l: 36, r: 10, t: 26, b: 22 }, height: COMPACT_HEIGHT, showlegend: false, hovermode: "x", autosize: true,
+        xaxis: { ...xaxis, title: { text: "" }, tickfont: { size: 9 } },
+        yaxis: { ...axis, tickfont: { size: 9 }, nticks: 3, hoverformat: ".4~g", uirevision: `${axis.type}` }, uirevision: "keep",
+        annotations: [{ text: "0 on every step", xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right",
+                        yanchor: "top", showarrow: false, font: { size: 11, color: "#555" } }],
+      };
+    }
+    return {
+      title: { text: chart.title, font: { size: 13 } },
+      margin: { l: 56, r: 10, t: 36, b: 56 }, height: chart.wide ? 520 : chart.height,
+      xaxis,
+      yaxis: { ...axis, hoverformat: ".4~g", uirevision: `${axis.type}` },
+      legend: { orientation: "h", y: chart.wide ? -0.14 : -0.32 }, showlegend: true, uirevision: "keep", hovermode: "x", autosize: true,
+      annotations: fallback ? [{ text: "linear: values ≤ 0", xref: "paper", yref: "paper", x: 1, y: 1.08,
+                                 xanchor: "right", showarrow: false, font: { size: 10, color: "#9c5700" } }] : [],
+    };
+  }
+
+  // What decides whether new points can extend the traces in place or the chart must be drawn anew.
+  function shapeOf(layout) {
+    return JSON.stringify([layout.yaxis.type, layout.yaxis.range || null, layout.xaxis.range || null, layout.height]);
+  }
+
+  function render(chart) {
+    const raw = chart.series.map((s, i) => rawTrace(chart, s, i));
+    const smooth = page.view.smoothing > 0 ? chart.series.map((s, i) => smoothTrace(chart, s, i)) : [];
+    const layout = layoutFor(chart);
+    Plotly.react(chart.div, [...raw, ...smooth], layout, chart.config);
+    chart.yState = shapeOf(layout);
+    mark(chart);
+  }
+
+  function renderAll() {
+    page.timeUnit = cv.pickTimeUnit();
+    for (const chart of page.charts.values()) render(chart);
+  }
+
+  function mark(chart) {
+    const div = chart.div;
+    div.dataset.points = String(Math.max(0, ...chart.series.map((s) => s.steps.length)));
+    div.dataset.smoothed = String(page.view.smoothing > 0);
+    div.dataset.yType = div.layout ? div.layout.yaxis.type : "linear";
+    div.dataset.logFallback = String(yAxisFor(chart).fallback);
+    const compact = isCompact(chart);
+    if (div.dataset.compact !== String(compact)) {
+      div.dataset.compact = String(compact);
+      div.classList.toggle("chart-compact", compact);
+      if (chart.onShape) chart.onShape(compact);
+    }
+  }
+
+  window.cohortChartTraces = { COMPACT_HEIGHT, layoutFor, shapeOf, render, renderAll, mark, allZero, isCompact };
+})();
