@@ -112,5 +112,7 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "Browser tests need Chromium: apt-get install chromium (or set COHORT_CHROMIUM=/path/to/chrome)"; exit 1; fi; }
 
+# ruff, then the import contracts of pyproject.toml's [tool.importlinter] (layers, no cycles).
 lint: install
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports

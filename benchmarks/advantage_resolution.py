@@ -3,7 +3,7 @@
 For G rollouts and K binary rewards, every reward outcome of a group is enumerated: each rollout gets a
 K-vector in {0, 1}^K, and outcomes that differ only in the order of the rollouts count once (the
 paper's "six distinct combinations when order is ignored" for G = K = 2). Each outcome's advantages
-come from Cohort's own estimators (trainer/advantages.py), all outcomes in one call per estimator:
+come from Cohort's own estimators (trainer/algorithms/advantages.py), all outcomes in one call per estimator:
 
 - GRPO: `grpo_advantages` on the reward sum, normalized by the group's std (GDPO Eq. 1-2);
 - GRPO w/o std: the same with `scale="none"` (Dr. GRPO);
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.advantages import gdpo_advantages, grpo_advantages  # noqa: E402
+from trainer.algorithms.advantages import gdpo_advantages, grpo_advantages  # noqa: E402
 
 DECIMALS = 6
 ROLLOUT_SWEEP = (2, list(range(2, 17)))  # (rewards, rollouts...)

@@ -28,14 +28,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainer.advantages import gdpo_advantages  # noqa: E402
-from trainer.grouping import (  # noqa: E402
+from trainer.algorithms.advantages import gdpo_advantages  # noqa: E402
+from trainer.algorithms.grouping import (  # noqa: E402
     form_module_level_groups,
-    group_reward_arrays,
     module_group_codes,
     relative_invocation_indices,
 )
-from trainer.trajectory import ModuleCall, Trajectory  # noqa: E402
+from trainer.algorithms.groups import group_reward_arrays  # noqa: E402
+from trainer.rollouts.trajectory import ModuleCall, Trajectory  # noqa: E402
 
 QUESTIONS, ROLLOUTS, MODULES, REWARDS = 512, 16, 3, 3
 EPS = 1e-4

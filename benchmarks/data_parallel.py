@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer.reporting import read_events  # noqa: E402
+from trainer.run.reporting import read_events  # noqa: E402
 
 
 def train(processes: int, args: argparse.Namespace, work: Path) -> dict[str, float]:

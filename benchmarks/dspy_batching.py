@@ -35,8 +35,8 @@ from trainer.dspy import DSPyProgram  # noqa: E402
 from trainer.dspy.adapters import MarkerFallbackAdapter  # noqa: E402
 from trainer.models import build_tiny_model  # noqa: E402
 from trainer.policy import load_policy_model  # noqa: E402
-from trainer.prompts import FormattedProgram  # noqa: E402
-from trainer.sampling import fork_on_first  # noqa: E402
+from trainer.rollouts.prompts import FormattedProgram  # noqa: E402
+from trainer.rollouts.sampling import fork_on_first  # noqa: E402
 
 
 class LookupQA(dspy.Module):

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from trainer.config import SMOLLM2_MODEL  # noqa: E402
 from trainer.programs import program_info  # noqa: E402
-from trainer.reporting import read_events  # noqa: E402
+from trainer.run.reporting import read_events  # noqa: E402
 
 PROGRAM = "toy_format"
 ESTIMATORS = ("grpo", "gdpo")

@@ -79,7 +79,7 @@ def run_case(name: str, changes: dict, model: Path, args, work: Path) -> dict:
                            str(run_dir), "--quiet"], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}\n{done.stderr[-3000:]}")
-    from trainer.reporting import read_events
+    from trainer.run.reporting import read_events
 
     steps = [e["metrics"] for e in read_events(run_dir / "events.jsonl") if e.get("type") == "step"]
     if len(steps) != args.steps:

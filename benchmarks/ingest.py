@@ -50,10 +50,11 @@ from psycopg.types.json import Jsonb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from trainer.advantages import grpo_advantages  # noqa: E402
-from trainer.grouping import assign_advantages, group_reward_arrays  # noqa: E402
-from trainer.sampling import LinearChain, fork_on_first, mhgpo_groups, propagate_rewards  # noqa: E402
-from trainer.trajectory import jsonable  # noqa: E402
+from trainer.algorithms.advantages import grpo_advantages  # noqa: E402
+from trainer.algorithms.groups import assign_advantages, group_reward_arrays  # noqa: E402
+from trainer.algorithms.propagation import mhgpo_groups, propagate_rewards  # noqa: E402
+from trainer.rollouts.sampling import LinearChain, fork_on_first  # noqa: E402
+from trainer.rollouts.trajectory import jsonable  # noqa: E402
 
 DEFAULT_SERVER_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 BENCH_DATABASE = "cohort_bench_ingest"

@@ -15,8 +15,9 @@ Batch (every phase): --rows (16) = 4 chat prompts (system + user, 45-60 tokens) 
 fixed group-normalized advantages; sampling reports how many tokens it drew.
 
 Phases, each in a fresh subprocess so that peaks never mix:
-  sample/before  the hf backend's previous `_generate_chunk` (copied below): generate(output_logits=
-                 True) keeps every step's float32 logits, then stack, / temperature, log_softmax.
+  sample/before  the hf backend's previous `_generate_chunk` (copied in memory_phases.py): generate(
+                 output_logits=True) keeps every step's float32 logits, then stack, / temperature,
+                 log_softmax.
   sample/after   `get_backend("hf").generate(...)`: chosen-token log-probs recorded on the fly.
   update/before  `PolicyUpdater.update` with the previous `sequence_logprobs` patched in (the model's
                  full (B, C, V) logits, upcast, gather, logsumexp); the rest is today's updater.
@@ -62,14 +63,11 @@ shared cores, mostly generate() (a 151,936-way softmax and multinomial per step,
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -77,15 +75,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from benchmarks.memory_phases import PROMPTS  # noqa: E402
+from benchmarks.memory_probe import child, kib  # noqa: E402
+
 PHASES = ("sample/before", "sample/after", "update/before", "update/after", "update/trl")
 SHAPE_DEFAULT = "qwen2.5-1.5b"
-PROMPTS = [  # chat prompts of 45-60 tokens with the shaped tokenizer (system + user, like a module call)
-    [{"role": "system", "content": "Classify the banking question."},
-     {"role": "user", "content": "I was charged twice for one payment."}],
-    [{"role": "system", "content": "Solve it step by step."}, {"role": "user", "content": "12 apples, then 5 more?"}],
-    [{"role": "system", "content": "Is the claim supported?"}, {"role": "user", "content": "The 1994 film won."}],
-    [{"role": "system", "content": "Remove personal data."}, {"role": "user", "content": "I am Sara, sara@x.com."}],
-]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -119,220 +113,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad := [s for s in args.phases if s not in PHASES]:
         p.error(f"unknown phases {bad}; choose from {', '.join(PHASES)}")
     return args
-
-
-# ---- The "before" code paths, reproduced from the previous commit --------------------------------
-
-
-def old_sequence_logprobs(model, batch, *, temperature: float = 1.0, **_):
-    """trainer.logprobs.sequence_logprobs before the change: the model's full logits. -> (B, C)"""
-    c_width = batch.completion_ids.shape[1]
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                logits_to_keep=c_width + 1, use_cache=False)
-    logits = out.logits[:, :-1, :].float()  # (B, C, V)
-    if temperature != 1.0:
-        logits = logits / temperature
-    token_logits = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
-    return token_logits - torch.logsumexp(logits, dim=-1)
-
-
-def old_hf_backend(model, tok, batch_size: int):
-    """The hf backend with the previous `_generate_chunk` (per-step logits kept, then stacked)."""
-    from trainer.backends.base import Sample
-    from trainer.backends.hf import HFBackend
-
-    class OldHFBackend(HFBackend):
-        def _generate_chunk(self, rows, device, temperature, top_p, top_k, max_new_tokens):
-            width = max(len(r) for r in rows)
-            input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-            attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, r in enumerate(rows):
-                input_ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-                attention_mask[i, width - len(r):] = 1
-            greedy = temperature == 0.0
-            knobs = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": top_k or 0,
-                                       "min_p": 0.0}
-            out = self.model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), do_sample=not greedy,
-                **knobs, repetition_penalty=1.0, num_beams=1, max_new_tokens=max_new_tokens,
-                eos_token_id=self.eos_id, pad_token_id=self.pad_id, return_dict_in_generate=True,
-                output_logits=True)
-            new_tokens = out.sequences[:, width:]
-            logits = torch.stack(out.logits, dim=1).float()  # (B, L, V)
-            if not greedy:
-                logits = logits / temperature
-            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-            samples = []
-            for ids, lps in zip(new_tokens.tolist(), logprobs.tolist(), strict=True):
-                end = ids.index(self.eos_id) + 1 if self.eos_id in ids else len(ids)
-                samples.append(Sample(text=self.tokenizer.decode(ids[:end], skip_special_tokens=True),
-                                      token_ids=ids[:end], logprobs=lps[:end],
-                                      finish_reason="stop" if self.eos_id in ids[:end] else "length"))
-            return samples
-
-    return OldHFBackend(model, tok, batch_size=batch_size)
-
-
-# ---- One phase in a child process ----------------------------------------------------------------
-
-
-def make_batch(tok, rows: int, new_tokens: int):
-    """Per row: its prompt (messages), random completion ids (no special token), an advantage
-    normalized within its group of rows/4 (GRPO). Seeded: every phase scores the same batch."""
-    gen = torch.Generator().manual_seed(0)
-    n = rows // len(PROMPTS)
-    top = min(tok.convert_tokens_to_ids(t) for t in tok.all_special_tokens)  # specials sit at the top
-    completions = torch.randint(0, top, (rows, new_tokens), generator=gen).tolist()
-    rewards = torch.rand(len(PROMPTS), n, generator=gen)
-    adv = ((rewards - rewards.mean(1, keepdim=True)) / (rewards.std(1, keepdim=True) + 1e-4)).flatten().tolist()
-    prompts = [p for p in PROMPTS for _ in range(n)]  # prompt-major, as the sampler returns groups
-    return prompts, completions, adv
-
-
-def prepare(phase: str, args: argparse.Namespace, device: torch.device, dtype: torch.dtype):
-    """Load the model and build everything the phase needs; return run(), the phase -> its stats."""
-    from trainer.backends import get_backend
-    from trainer.policy import PolicyExample, PolicyUpdater, UpdateConfig, load_policy_model
-
-    trl = phase == "update/trl"
-    # TRL turns gradient checkpointing on itself (below), Cohort's loader does it for Cohort.
-    model, tok = load_policy_model(args.model_dir, device=device, dtype=dtype,
-                                   gradient_checkpointing=args.gradient_checkpointing and not trl)
-    n = args.rows // len(PROMPTS)
-    if phase.startswith("sample/"):
-        backend = (old_hf_backend(model, tok, args.rows) if phase == "sample/before"
-                   else get_backend("hf", model=model, tokenizer=tok, batch_size=args.rows))
-        # Warm-up: generate()'s first call imports and caches what it needs (tens of MiB, not the path's).
-        backend.generate(PROMPTS[:1], 1, max_new_tokens=2, seed=1)
-
-        def run():
-            groups = backend.generate(PROMPTS, n, temperature=1.0, max_new_tokens=args.new_tokens, seed=0)
-            lengths = [len(s.token_ids) for g in groups for s in g]
-            return {"tokens": sum(lengths), "min_len": min(lengths), "max_len": max(lengths)}
-        return run
-
-    prompts, completions, adv = make_batch(tok, args.rows, args.new_tokens)
-    cfg = UpdateConfig(micro_batch_size=args.rows, temperature=1.0)
-    if not trl:
-        if phase == "update/before":
-            from trainer import policy as cohort_policy
-            cohort_policy.sequence_logprobs = old_sequence_logprobs  # policy.py calls it by this name
-        updater = PolicyUpdater(model, tok, cfg)
-        examples = [PolicyExample(p, "", a, completion_ids=c)
-                    for p, c, a in zip(prompts, completions, adv, strict=True)]
-
-        def run():
-            stats = updater.update(examples)
-            return {"tokens": int(stats["completion_tokens"]), "loss": stats["loss"]}
-        return run
-
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    from trainer.prompts import encode_prompt
-
-    config = GRPOConfig(
-        output_dir=os.path.join(tempfile.gettempdir(), "cohort-bench-trl"), report_to=[], use_vllm=False,
-        use_cpu=device.type == "cpu", bf16=dtype == torch.bfloat16, fp16=False,
-        per_device_train_batch_size=args.rows, num_generations=n, gradient_accumulation_steps=1, num_iterations=1,
-        loss_type="dapo", beta=cfg.beta, epsilon=cfg.eps_low, epsilon_high=cfg.eps_high, temperature=cfg.temperature,
-        max_completion_length=args.new_tokens, learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm, optim="adamw_torch", disable_dropout=False, seed=0, save_strategy="no",
-        gradient_checkpointing=args.gradient_checkpointing, gradient_checkpointing_kwargs={"use_reentrant": False},
-    )
-    trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
-                          args=config, train_dataset=Dataset.from_dict({"prompt": PROMPTS}), processing_class=tok)
-    if config.gradient_checkpointing:  # what Trainer.train() does before its first step
-        trainer.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    optimizer = trainer.create_optimizer()
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's training loop
-    # The dict `_generate_and_score_completions` returns: left-padded prompts, completions, advantages.
-    encoded = [encode_prompt(tok, p) for p in prompts]
-    width = max(map(len, encoded))
-    prompt_ids = torch.full((args.rows, width), tok.pad_token_id, dtype=torch.long)
-    prompt_mask = torch.zeros((args.rows, width), dtype=torch.long)
-    for i, ids in enumerate(encoded):
-        prompt_ids[i, width - len(ids):], prompt_mask[i, width - len(ids):] = torch.tensor(ids), 1
-    completion_ids = torch.tensor(completions)
-    inputs = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-              "completion_mask": torch.ones_like(completion_ids), "advantages": torch.tensor(adv),
-              "num_items_in_batch": torch.tensor(float(completion_ids.numel()))}
-    inputs = {k: v.to(device) for k, v in inputs.items()}
-    params = [p for p in trainer.model.parameters() if p.requires_grad]
-
-    def run():
-        trainer.model.train()
-        loss = trainer.compute_loss(trainer.model, inputs)
-        trainer.accelerator.backward(loss)
-        torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return {"tokens": int(inputs["completion_mask"].sum()), "loss": loss.detach().item()}
-    return run
-
-
-def _kib(field: str, path: str = "/proc/self/status") -> int:
-    """A /proc field in KiB (VmRSS, VmHWM; MemAvailable from /proc/meminfo)."""
-    with open(path) as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
-
-
-def _reset_peak_rss() -> int:
-    """Hand malloc's free memory back (so the phase cannot reuse setup's frees unseen) and reset the
-    kernel's RSS high-water mark to the current RSS (Linux >= 4.0). -> the mark, KiB."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except (OSError, AttributeError):
-        pass  # then the mark may sit above the RSS: "slack", growth the phase could hide
-    return _kib("VmHWM")  # what ru_maxrss reports, less what it keeps from before exec
-
-
-def _rss_guard(limit_kib: int, before_kib: int, out: dict) -> None:
-    """Stop this child once its RSS passes `limit_kib`: print its result so far, marked, and exit.
-    Polls every 10 ms (torch ops release the GIL; touching memory takes time): stops within ~10 MiB."""
-    started = time.perf_counter()
-
-    def watch() -> None:
-        while _kib("VmRSS") < limit_kib:
-            time.sleep(0.01)
-        out.update(error=f"stopped at the memory guard ({(limit_kib - before_kib) / 1024:,.0f} MiB to spare)",
-                   extra_mib=(_kib("VmHWM") - before_kib) / 1024, seconds=time.perf_counter() - started)
-        print(json.dumps(out), flush=True)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def child(args: argparse.Namespace) -> dict:
-    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    run = prepare(args.child, args, device, dtype)
-    gc.collect()
-    out: dict = {"phase": args.child}
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        out["base_mib"] = before / 2**20
-    else:
-        before = _reset_peak_rss()
-        out["base_mib"], out["slack_mib"] = _kib("VmRSS") / 1024, (before - _kib("VmRSS")) / 1024
-        _rss_guard(before + _kib("MemAvailable", "/proc/meminfo") - int(args.reserve_gib * 2**20), before, out)
-    started = time.perf_counter()
-    try:
-        out.update(run())
-    except torch.OutOfMemoryError as e:  # CUDA: reported like the CPU guard's stop
-        out["error"] = f"out of memory: {str(e).splitlines()[0][:100]}"
-    out["seconds"] = time.perf_counter() - started
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        out["extra_mib"] = (torch.cuda.max_memory_allocated(device) - before) / 2**20
-    else:
-        out["extra_mib"] = (_kib("VmHWM") - before) / 1024
-    return out
 
 
 # ---- The parent: build the model, run each phase in its own process, print the table -------------
@@ -389,7 +169,7 @@ def main() -> None:
 
     results: dict[str, dict] = {}
     for phase in args.phases:
-        spare = _kib("MemAvailable", "/proc/meminfo") / 1024 - args.reserve_gib * 1024 if args.device == "cpu" else 1e30
+        spare = kib("MemAvailable", "/proc/meminfo") / 1024 - args.reserve_gib * 1024 if args.device == "cpu" else 1e30
         if phase in OLD_COPIES and OLD_COPIES[phase] * naive > spare:
             results[phase] = {"phase": phase, "skipped": f"not run: needs about {OLD_COPIES[phase] * naive:,.0f} MiB, "
                               f"the machine can spare {spare:,.0f} (try fewer --rows / --new-tokens)"}

@@ -47,10 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import django_setup, mhgpo_step_event, throwaway_database  # noqa: E402
-from trainer.advantages import grpo_advantages  # noqa: E402
-from trainer.grouping import assign_advantages, form_module_level_groups, group_reward_arrays  # noqa: E402
-from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share  # noqa: E402
-from trainer.trajectory import ModuleCall, Trajectory, jsonable  # noqa: E402
+from trainer.algorithms.advantages import grpo_advantages  # noqa: E402
+from trainer.algorithms.grouping import form_module_level_groups  # noqa: E402
+from trainer.algorithms.groups import assign_advantages, group_reward_arrays  # noqa: E402
+from trainer.algorithms.metrics import annotate_group_stats, module_group_metrics, zero_variance_share  # noqa: E402
+from trainer.rollouts.trajectory import ModuleCall, Trajectory, jsonable  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_pages"
 EXAMPLES, ROLLOUTS = 4, 12

@@ -1,7 +1,7 @@
 """Sampling tokens/s of Cohort's two backends on the same real model, prompts and settings.
 
 Both samplers get `builtin:smollm2-135m-instruct` in float32, the same chat prompts (the
-`arith_format` task's, rendered by `trainer.prompts.encode_prompt`), the same group size, new
+`arith_format` task's, rendered by `trainer.rollouts.prompts.encode_prompt`), the same group size, new
 tokens and temperature; each is warmed up once, then timed over `--repeats` calls of
 `backend.generate(prompts, G)` with fresh seeds. Throughput is completion tokens sampled per second
 of wall time (a sample that ends early on its end of turn counts the tokens it has); the ratio is

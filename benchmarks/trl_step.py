@@ -59,8 +59,8 @@ from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from trainer.config import LORA_TARGETS, SMOLLM2_MODEL, RunConfig  # noqa: E402
 from trainer.programs.toolcall import DEFAULT_SYSTEM  # noqa: E402
 from trainer.programs.toy import ToyEcho  # noqa: E402
-from trainer.prompts import chat_messages, encode_prompt  # noqa: E402
 from trainer.rewards.text import char_f1  # noqa: E402
+from trainer.rollouts.prompts import chat_messages, encode_prompt  # noqa: E402
 
 TARGET_RATIO = 1.1
 
@@ -199,7 +199,7 @@ class NullReporter:
 
 # --- the two trainers -----------------------------------------------------------------------------
 def make_cohort(args, model_path: Path, examples: list[dict], work: Path):
-    from trainer.loop import Trainer
+    from trainer.run.loop import Trainer
 
     data = None
     if args.prompt_tokens:

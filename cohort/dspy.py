@@ -162,9 +162,9 @@ class MMGRPO(Teleprompter):
 def _train(config: RunConfig, run_dir: Path, program: DSPyProgram, *, verbose: bool,
            model_cache_dir: str | Path | None) -> Path:
     """Runs the Trainer in this process; returns the folder of the final adapter."""
-    from trainer.cli import FINAL_ADAPTER_DIR
-    from trainer.loop import Trainer
-    from trainer.reporting import JsonlReporter
+    from trainer.policy.adapter_files import FINAL_ADAPTER_DIR
+    from trainer.run.loop import Trainer
+    from trainer.run.reporting import JsonlReporter
 
     (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     reporter = JsonlReporter(run_dir / "events.jsonl", progress_total=config.steps if verbose else None)

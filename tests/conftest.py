@@ -23,7 +23,7 @@ from django.db import connection
 from django.test import Client
 
 from tests import suites
-from trainer.gate import GATE_ENV, StepGate
+from trainer.run.gate import GATE_ENV, StepGate
 from webapp.processes import die_with_parent, stop_process_group
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,7 +220,7 @@ def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float
 
 @pytest.fixture
 def step_gate(tmp_path) -> StepGate:
-    """The step gate of the trainers this test's workers start (trainer/gate.py): open until the
+    """The step gate of the trainers this test's workers start (trainer/run/gate.py): open until the
     test calls `step_gate.allow(n)`, then steps after n wait for the test to allow them."""
     return StepGate(tmp_path / "step-gate")
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-__all__ = ["BUILTIN_DISTRIBUTION", "Loaded", "PluginGroup", "Unavailable", "unavailable_plugins"]
+__all__ = ["BUILTIN_DISTRIBUTION", "Loaded", "PluginGroup", "Unavailable"]
 
 BUILTIN_DISTRIBUTION = "cohort"
 
@@ -157,9 +157,8 @@ class PluginGroup:
         return loaded, unavailable
 
 
-def unavailable_plugins() -> list[Unavailable]:
-    """Every refused or broken plugin entry, programs first, each with its distribution and error."""
-    from trainer.programs import unavailable_programs
-    from trainer.rewards import unavailable_rewards
+def __getattr__(name: str):
+    # unavailable_plugins moved to trainer.catalog: the loader knows nothing of the registries it serves.
+    from trainer import _moved
 
-    return unavailable_programs() + unavailable_rewards()
+    return _moved.moved_name(__name__, name)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
-from trainer.cli import STOP_FILE
+from trainer.run.cli import STOP_FILE
 from webapp.datasets.export import ExportError, task_export
 from webapp.limits.model_allowlist import trainer_environment
 from webapp.runs.ingest import step_events_ingest

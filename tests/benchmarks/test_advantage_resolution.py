@@ -4,7 +4,7 @@ cases worked by hand, and the paper's stated Figure 2 numbers, through Cohort's 
 import numpy as np
 
 from benchmarks.advantage_resolution import counts, outcomes, table
-from trainer.advantages import gdpo_advantages, grpo_advantages
+from trainer.algorithms.advantages import gdpo_advantages, grpo_advantages
 
 PAIR = [0, 0]  # one group of two rollouts
 

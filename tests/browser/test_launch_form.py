@@ -12,7 +12,7 @@ from tests.browser.session import log_in
 from tests.conftest import asgi_server_process, service_env
 from tests.suites import UI_ONLY
 from trainer.config import PROGRAM_OPTIMIZES_PROMPTS, RunConfig
-from trainer.model_cache import MARKER_NAME
+from trainer.models.cache import MARKER_NAME
 from webapp.runs.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 

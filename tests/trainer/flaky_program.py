@@ -16,7 +16,7 @@ from pathlib import Path
 
 from trainer.programs import register_program
 from trainer.programs.toy import ToyEcho, ToyState
-from trainer.sampling import RunAbort
+from trainer.rollouts.sampling import RunAbort
 
 EXAMPLES = [{"id": f"e{i}", "word": "apple", "answer": "apple"} for i in range(4)]
 
@@ -81,6 +81,6 @@ def flaky_config(data_dir: Path, **changes):
 
 def flaky_trainer(config, run_dir: Path, reporter, model_cache: Path):
     """A tiny-model Trainer for ``config``; ``trainer.program.program`` is the ``FlakyEcho`` to arm."""
-    from trainer.loop import Trainer
+    from trainer.run.loop import Trainer
 
     return Trainer(config, run_dir, reporter, model_cache_dir=model_cache)

@@ -1,4 +1,4 @@
-"""What each rank process of tests/trainer/test_distributed.py runs (importable, so `spawn` can start
+"""What each rank process of tests/trainer/policy/test_distributed.py runs (importable, so `spawn` can start
 it). Every worker joins a gloo group of `world` processes through a shared file, computes its part
 and writes its result to `out_dir/rank<r>.pkl` for the test to compare with one process's."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from trainer import distributed
+from trainer.algorithms.scoring import BatchScorer
 from trainer.config import RunConfig
-from trainer.distributed import Ranks
+from trainer.policy import distributed
+from trainer.policy.distributed import Ranks
 from trainer.rewards import get_reward
-from trainer.sampling import LinearChain, fork_on_first, round_robin
-from trainer.scoring import BatchScorer
+from trainer.rollouts.sampling import LinearChain, fork_on_first, round_robin
 
 AGENTS = ("rewriter", "answerer")
 ANSWERS = ("answerer1", "answerer0")  # some completions match, some do not
@@ -60,7 +60,7 @@ def step_result(config: RunConfig, ranks: Ranks):
     local = scorer.score([t for t in trajectories if t.example_id in mine], by_id)
     gathered = distributed.gather(local, ranks)
     groups, rewards, advantages = scorer.groups_and_advantages(gathered, step=1)
-    from trainer.grouping import assign_advantages
+    from trainer.algorithms.groups import assign_advantages
 
     assign_advantages(groups, advantages)
     metrics = scorer.metrics(gathered, groups, rewards, advantages, {})
@@ -86,8 +86,8 @@ def update_examples():
 
 def lora_after_one_update(model_path: str, examples, ranks: Ranks, **update):
     """The LoRA weights after one update of `examples` (this rank's part of the batch)."""
-    from trainer.lora import lora_parameters
     from trainer.policy import PolicyUpdater, UpdateConfig, load_policy_model
+    from trainer.policy.lora import lora_parameters
 
     model, tokenizer = load_policy_model(model_path, seed=0, dropout=0.0)  # dropout masks depend on the batch
     updater = PolicyUpdater(model, tokenizer, UpdateConfig(learning_rate=1e-2, **update), ranks=ranks)
@@ -108,7 +108,7 @@ def update_worker(rank: int, world: int, init_file: str, model_path: str, update
 def sharded_policy(model_path: str, ranks: Ranks):
     """The tiny model with its base weights sharded over the ranks (sharding = "fsdp")."""
     from trainer.policy import load_policy_model
-    from trainer.sharding import shard_base_weights
+    from trainer.policy.sharding import shard_base_weights
 
     model, tokenizer = load_policy_model(model_path, seed=0, dropout=0.0)
     shard_base_weights(model.get_base_model(), ranks, torch.device("cpu"))
@@ -136,7 +136,7 @@ GENERATE_PROMPTS = ["Repeat: apple\n", "Repeat: river\n", "Repeat: stone\n", "Re
 def sharded_generate_worker(rank: int, world: int, init_file: str, model_path: str, out_dir: str) -> None:
     """Rank 0 samples three prompts in three generate calls, rank 1 one prompt in one call."""
     from trainer.backends.hf import HFBackend
-    from trainer.sharding import Lockstep
+    from trainer.policy.sharding import Lockstep
 
     ranks = join(rank, world, init_file)
     model, tokenizer = sharded_policy(model_path, ranks)

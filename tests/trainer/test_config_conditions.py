@@ -44,7 +44,7 @@ def test_conditions_are_closed_so_each_field_can_be_judged_alone():
 
 
 def test_the_declared_dependencies_are_the_ones_the_trainer_reads():
-    # trainer/loop.py, trainer/scoring.py, trainer/policy.py, trainer/dspy/prompt_phase.py read each
+    # trainer/run/loop.py, trainer/algorithms/scoring.py, trainer/policy/updater.py, trainer/dspy/prompt_phase.py read each
     # field only under these choices (padding: module-level grouping, used by grpo and mmgrpo).
     prompt_phase = {PROGRAM_OPTIMIZES_PROMPTS: ["true"], "prompt_optimizer": ["mipro_light", "mipro_medium", "gepa"]}
     assert CONDITIONS == {

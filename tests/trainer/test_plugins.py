@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
+from trainer.catalog import unavailable_plugins
 from trainer.config import RunConfig
-from trainer.plugins import Unavailable, unavailable_plugins
+from trainer.plugins import Unavailable
 from trainer.programs import PROGRAMS, get_program, list_programs, program_error, program_info
 from trainer.programs.toy import ToyEcho
 from trainer.rewards import REWARDS, Reward, get_reward, reward_defaults

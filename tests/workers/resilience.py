@@ -2,7 +2,7 @@
 what a run stored, the worker's environment and Celery app on a Redis of the test's own, and reading
 the dashboard as a logged-in browser would.
 
-The tests decide when steps happen: the trainer waits at its step gate (trainer/gate.py) for the
+The tests decide when steps happen: the trainer waits at its step gate (trainer/run/gate.py) for the
 steps the test allows, so a fault always lands mid-run and the steps before and during it are known
 exactly, however fast or busy the machine is.
 """
@@ -19,7 +19,7 @@ from django.test import Client
 from tests.conftest import service_env
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config
-from trainer.gate import GATE_ENV, StepGate
+from trainer.run.gate import GATE_ENV, StepGate
 from webapp.runs.models import Run, StepMetric
 
 TERMINAL = {Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED, Run.State.INTERRUPTED}

@@ -10,8 +10,8 @@ import pytest
 from tests.webapp.runs.factories import make_multihop_task
 from tests.workers.test_run_train import wait_for_state
 from trainer.config import RunConfig
-from trainer.loop import Trainer
-from trainer.reporting import JsonlReporter
+from trainer.run.loop import Trainer
+from trainer.run.reporting import JsonlReporter
 from webapp.experiments.selectors import experiment_table
 from webapp.experiments.services import experiment_create
 from webapp.runs.models import Run

@@ -11,7 +11,7 @@ from django.urls import reverse
 from tests.conftest import celery_worker, service_env, wait_for
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config
-from trainer.gate import GATE_ENV
+from trainer.run.gate import GATE_ENV
 from webapp.celery import app
 from webapp.runs.models import Run
 from webapp.runs.services import run_create

@@ -12,7 +12,7 @@ from tests.conftest import wait_for
 from tests.webapp.runs.factories import make_multihop_task
 from tests.workers.test_run_train import training_process_pids, wait_for_state
 from trainer.config import RunConfig
-from trainer.reporting import read_events
+from trainer.run.reporting import read_events
 from webapp.runs.models import ModuleCall, Run, StepMetric
 from webapp.runs.services import run_create, run_directory, run_resume
 from webapp.runs.texts import fill_call_texts

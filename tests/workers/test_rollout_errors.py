@@ -7,8 +7,8 @@ from django.urls import reverse
 
 from tests.trainer.flaky_program import flaky_config, flaky_trainer, registered_flaky_echo
 from tests.webapp.runs.factories import make_run
-from trainer.failures import RolloutErrors
-from trainer.reporting import JsonlReporter
+from trainer.rollouts.failures import RolloutErrors
+from trainer.run.reporting import JsonlReporter
 from webapp.runs.models import Rollout, Run
 from workers.supervisor import Supervisor
 

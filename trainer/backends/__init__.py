@@ -18,7 +18,7 @@ def get_backend(name: str, **kwargs: Any) -> SamplingBackend:
 
     - "hf": `HFBackend(model, tokenizer, *, batch_size=...)` around the live PEFT policy model.
     - "vllm": `VLLMBackend(model_path, *, tokenizer=..., max_lora_rank=16, ...)`; needs the `[vllm]` extra.
-      Prompts reach vLLM as the ids `trainer.prompts.encode_prompt` gives with that tokenizer.
+      Prompts reach vLLM as the ids `trainer.rollouts.prompts.encode_prompt` gives with that tokenizer.
     """
     if name == "hf":
         from trainer.backends.hf import HFBackend

@@ -7,8 +7,8 @@ computes its own old log-probs): they feed the truncated importance-sampling cor
 sampler / trainer mismatch metric. Top-k / top-p truncation is not reflected in them (hf); vLLM's
 "processed_logprobs" mode does reflect it, which the mismatch metric then shows.
 
-Prompts are raw text or chat messages (`trainer.prompts`); every backend tokenizes them with
-`trainer.prompts.encode_prompt`, as the updater does.
+Prompts are raw text or chat messages (`trainer.rollouts.prompts`); every backend tokenizes them with
+`trainer.rollouts.prompts.encode_prompt`, as the updater does.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The backend holds the very PeftModel the `PolicyUpdater` trains, so after an update it samples with
 the new adapter without any copy. Prompts are tokenized exactly as the trainer tokenizes them
-(`trainer.prompts.encode_prompt`: chat template or raw text) and left-padded, so a sample's tokens
+(`trainer.rollouts.prompts.encode_prompt`: chat template or raw text) and left-padded, so a sample's tokens
 line up with the trainer's.
 
 Memory: generate keeps no per-step logits (`output_logits` would stack a (rows, new tokens, vocab)
@@ -20,7 +20,7 @@ import torch
 from transformers import LogitsProcessor
 
 from trainer.backends.base import Sample, validate_request
-from trainer.prompts import encode_prompt
+from trainer.rollouts.prompts import encode_prompt
 
 
 class ChosenTokenLogprobs(LogitsProcessor):
@@ -102,7 +102,7 @@ class HFBackend:
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.eos_id = self.stop_ids[0] if self.stop_ids else None
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
-        self.lockstep = None  # a trainer.sharding.Lockstep when the weights are sharded (FSDP)
+        self.lockstep = None  # a trainer.policy.sharding.Lockstep when the weights are sharded (FSDP)
 
     def update_adapter(
         self, adapter_path: str | os.PathLike[str] | None = None, *, version: int | None = None
@@ -154,7 +154,7 @@ class HFBackend:
 
     def finish_sampling(self) -> None:
         """With sharded weights, joins the other ranks' generate calls until every rank is done (see
-        trainer.sharding); otherwise nothing to do."""
+        trainer.policy.sharding); otherwise nothing to do."""
         if self.lockstep is None:
             return
         device = next(self.model.parameters()).device

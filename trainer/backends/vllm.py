@@ -18,7 +18,7 @@ from typing import Any
 
 from trainer.backends.base import BackendUnavailableError, Sample, validate_request
 from trainer.config import VLLM_LORA_RANKS
-from trainer.prompts import encode_prompt
+from trainer.rollouts.prompts import encode_prompt
 
 INSTALL_HINT = (
     "The 'vllm' sampling backend needs vLLM, which is not installed. Install the [vllm] extra "
@@ -58,7 +58,7 @@ class VLLMBackend:
     importance-sampling weight (the trainer never truncates, which the mismatch metric shows).
 
     Prompts go to vLLM as token ids (`{"prompt_token_ids": ...}`, vLLM's TokensPrompt), encoded by
-    `trainer.prompts.encode_prompt` with the trainer's tokenizer, so vLLM samples after exactly the
+    `trainer.rollouts.prompts.encode_prompt` with the trainer's tokenizer, so vLLM samples after exactly the
     ids the updater trains on (its own chat-template rendering could differ in a special token).
     """
 

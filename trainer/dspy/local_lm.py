@@ -3,7 +3,7 @@
 A prompt optimizer (MIPROv2, GEPA), an evaluation, or the program after training all call the model
 outside a training rollout; they need an LM that answers on its own. ``CohortLM`` is a ``dspy.LM``
 on an engine (DSPy 3.4's ``complete(Request) -> Response``) that renders the request's chat messages
-with the model's chat template, as the trainer does (``trainer.prompts``), and samples them with
+with the model's chat template, as the trainer does (``trainer.rollouts.prompts``), and samples them with
 ``HFBackend``, the backend training samples with, optionally with a LoRA adapter Cohort trained. So
 the prompts that were optimized, the rollouts that trained and the program that is returned all see
 the same weights and the same rendering.
@@ -44,7 +44,7 @@ class _Loaded:
 
         from trainer.backends.hf import HFBackend
         from trainer.config import RunConfig
-        from trainer.run_setup import resolve_model_path
+        from trainer.models.paths import resolve_model_path
 
         path = resolve_model_path(RunConfig(model=model), None, model_cache_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -96,7 +96,7 @@ def backend_sampler(backend: Any, tokenizer: Any, prompt_format: str, lock: thre
                     seed: int = 0) -> Callable[..., Any]:
     """``sample(messages, temperature, max_tokens)`` on a loaded sampling backend (HF or vLLM), with the
     prompt rendered as the trainer renders it; one call at a time."""
-    from trainer.prompts import render_prompt
+    from trainer.rollouts.prompts import render_prompt
 
     seeds = itertools.count(seed)
 

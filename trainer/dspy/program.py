@@ -31,8 +31,8 @@ import dspy
 
 from trainer.dspy.lm import PolicyLM
 from trainer.dspy.rollout import Finished, Pending, Raised, RecordedCall, Rollout
-from trainer.sampling import StepResult
-from trainer.trajectory import jsonable
+from trainer.rollouts.sampling import StepResult
+from trainer.rollouts.trajectory import jsonable
 
 __all__ = ["DSPyProgram", "DSPyState", "copy_without_lms"]
 

@@ -115,7 +115,7 @@ def backend_sample(backend: Any, tokenizer: Any, prompt_format: str, seed: int) 
 
 
 def run_prompt_phase(trainer: Any) -> None:
-    """Phase 1 of `trainer`'s run (a `trainer.loop.Trainer` whose config sets `prompt_optimizer`):
+    """Phase 1 of `trainer`'s run (a `trainer.run.loop.Trainer` whose config sets `prompt_optimizer`):
     optimizes, saves and loads the program's prompts, reporting each trial; a run folder that already
     holds phase 1's result (a resumed run) loads it instead."""
     import os

@@ -29,7 +29,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from trainer.dspy.lm import ParseWatcher, set_current_rollout
-from trainer.sampling import RunAbort
+from trainer.rollouts.sampling import RunAbort
 
 __all__ = ["Finished", "Pending", "Raised", "RecordedCall", "ReplayDivergence", "Rollout"]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from trainer.config import BUILTIN_MODELS, SMOLLM2_MODEL, TINY_MODEL, RunConfig
-from trainer.model_cache import SMOLLM2_NAME, TINY_FOLDER_PREFIX
+from trainer.models.cache import SMOLLM2_NAME, TINY_FOLDER_PREFIX
 from trainer.models.smollm2 import BUILD_COMMAND, WHEEL_FILENAME, ModelBuildError, ensure_smollm2
 from trainer.models.tiny import DEFAULT_TINY_DIR_ENV, build_tiny_model, ensure_tiny_model
 

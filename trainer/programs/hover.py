@@ -12,8 +12,8 @@ from typing import Any
 from trainer.programs.base import failed, tagged_field
 from trainer.programs.registry import register_program
 from trainer.programs.retrieval import Passage, corpus_index
-from trainer.prompts import Message, chat_messages
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import Message, chat_messages
+from trainer.rollouts.sampling import StepResult
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from trainer.plugins import BUILTIN_DISTRIBUTION, PluginGroup, Unavailable
 __all__ = ["PROGRAMS", "get_program", "list_programs", "program_error", "program_info", "register_program",
            "unavailable_programs"]
 
-# What every program implements (trainer.sampling.AgentProgram), checked when a plugin loads.
+# What every program implements (trainer.rollouts.sampling.AgentProgram), checked when a plugin loads.
 PROTOCOL_METHODS = ("start", "has_next", "next_agent", "process_prompt", "step", "final_output")
 
 _BUILTINS: dict[str, type] = {}

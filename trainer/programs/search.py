@@ -16,9 +16,9 @@ from typing import Any
 from trainer.programs.base import failed
 from trainer.programs.registry import register_program
 from trainer.programs.retrieval import BM25Index, Passage, corpus_index
-from trainer.prompts import Message, chat_messages
 from trainer.rewards.mhgpo import parse_reranker_ids, parse_rewriter_queries
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import Message, chat_messages
+from trainer.rollouts.sampling import StepResult
 
 AGENTS = ("rewriter", "reranker", "answerer")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trainer.prompts import Message, chat_messages
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import Message, chat_messages
+from trainer.rollouts.sampling import StepResult
 
 
 @dataclass(frozen=True)

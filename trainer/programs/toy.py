@@ -22,8 +22,8 @@ import numpy as np
 
 from trainer.programs.base import failed
 from trainer.programs.registry import register_program
-from trainer.prompts import Message, chat_messages
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import Message, chat_messages
+from trainer.rollouts.sampling import StepResult
 
 TOY_WORDS = ("apple", "river", "stone", "cloud")
 DEFAULT_WORDS = ("apple",)

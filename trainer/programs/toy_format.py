@@ -44,8 +44,8 @@ from typing import Any
 from trainer.config import SMOLLM2_MODEL
 from trainer.programs.registry import register_program
 from trainer.programs.toy import DEFAULT_WORDS, TOY_WORDS, toy_examples
-from trainer.prompts import Message, chat_messages
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import Message, chat_messages
+from trainer.rollouts.sampling import StepResult
 
 DEV_SIZE = 32
 _LETTERS = re.compile(r"[A-Za-z]+")

@@ -27,6 +27,7 @@ Rewards of other installed packages join through the ``cohort.rewards`` entry po
 subclass or a plain callable; see ``trainer.rewards.base`` and ``trainer.plugins``).
 """
 
+from trainer.rewards import builtins as _builtins  # noqa: F401 - registers the built-in rewards
 from trainer.rewards.base import CallableReward, Reward, RewardFn
 from trainer.rewards.registry import (
     REWARDS,

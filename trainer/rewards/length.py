@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.rewards.base import Reward, calls_of, prediction_text, whitespace_token_count
+from trainer.rewards.registry import get_reward
 
 __all__ = ["ConditionedLength", "Length", "length_within", "response_length"]
 
@@ -132,9 +133,6 @@ class ConditionedLength(Reward):
     _length: Length = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
-        # Imported here: the registry imports this module.
-        from trainer.rewards.registry import get_reward
-
         if self.condition == self.name:
             raise ValueError("conditioned_length cannot be conditioned on itself")
         object.__setattr__(

@@ -17,42 +17,25 @@ import copy
 import dataclasses
 import inspect
 import numbers
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from trainer.plugins import BUILTIN_DISTRIBUTION, PluginGroup, Unavailable
 from trainer.rewards.base import CallableReward, Reward
-from trainer.rewards.label import LabelMatch
-from trainer.rewards.length import ConditionedLength, Length
-from trainer.rewards.mhgpo import AnswererPenalty, RerankerPenalty, RewriterPenalty
-from trainer.rewards.numeric import NumericMatch
-from trainer.rewards.pattern import RegexMatch
-from trainer.rewards.retrieval import TitleRecall
-from trainer.rewards.text import CharF1, ExactMatch, TokenF1
-from trainer.rewards.toolrl import ToolRLCorrectness, ToolRLFormat
 
-__all__ = ["REWARDS", "get_reward", "list_rewards", "register_reward", "reward_defaults", "reward_error",
-           "unavailable_rewards"]
+__all__ = ["REWARDS", "get_reward", "list_rewards", "register_builtin_rewards", "register_reward", "reward_defaults",
+           "reward_error", "unavailable_rewards"]
 
-_BUILTINS: dict[str, type[Reward]] = {
-    cls.name: cls
-    for cls in (
-        ExactMatch,
-        TokenF1,
-        CharF1,
-        RegexMatch,
-        LabelMatch,
-        TitleRecall,
-        NumericMatch,
-        ToolRLFormat,
-        ToolRLCorrectness,
-        Length,
-        ConditionedLength,
-        RewriterPenalty,
-        RerankerPenalty,
-        AnswererPenalty,
-    )
-}
+# Filled by trainer.rewards.builtins (imported by the package): the registry imports no reward of its
+# own, so a reward built from other rewards (ConditionedLength) can look them up here.
+_BUILTINS: dict[str, type[Reward]] = {}
+
+
+def register_builtin_rewards(classes: Iterable[type[Reward]]) -> None:
+    """Cohort's own rewards, by their `name` (distribution `cohort`; a plugin cannot take these names)."""
+    for cls in classes:
+        _BUILTINS[cls.name] = cls
+
 
 # Attributes of every reward: a plain callable's parameter may not take these names.
 _RESERVED = {"name", "value_range", "params"}

@@ -2,7 +2,7 @@
 
 ``normalize_answer`` and ``token_f1`` are the official SQuAD evaluation functions (Rajpurkar et al.
 2016, ``evaluate-v2.0.py``), which HotpotQA's evaluation and the MHGPO paper (EM / F1 on HotpotQA)
-use. ``trainer.metrics`` shares them (intra-group similarity is mean pairwise token F1).
+use. ``trainer.algorithms.metrics`` shares them (intra-group similarity is mean pairwise token F1).
 """
 
 from __future__ import annotations

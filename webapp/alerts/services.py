@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # Keys of a step's metrics whose value null means the trainer computed NaN or inf: the trainer puts
 # them in a step's metrics only after an update, always as a float, and its event log writes a
-# non-finite float as null (trainer.trajectory.jsonable), as the ingest stores it (_clean_metrics).
+# non-finite float as null (trainer.rollouts.trajectory.jsonable), as the ingest stores it (_clean_metrics).
 NONFINITE_KEYS = ("loss", "grad_norm")
 ZERO_VAR_KEY = "zero_var_share"
 STEP_KINDS = (Kind.NONFINITE, Kind.REWARD_COLLAPSE)

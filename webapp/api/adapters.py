@@ -1,6 +1,6 @@
 """A succeeded run's trained LoRA adapter, as the API hands it out.
 
-The trainer writes it into the run folder (`trainer.cli.FINAL_ADAPTER_DIR`) when the run succeeds;
+The trainer writes it into the run folder (`trainer.policy.adapter_files.FINAL_ADAPTER_DIR`) when the run succeeds;
 the web server reads it from COHORT_RUNS_DIR, which it shares with the workers (docker-compose's
 `runs` volume, the embedded stack's one folder)."""
 
@@ -10,7 +10,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from trainer.cli import FINAL_ADAPTER_DIR
+from trainer.policy.adapter_files import FINAL_ADAPTER_DIR
 from webapp.runs.models import Run
 from webapp.runs.services import run_directory
 

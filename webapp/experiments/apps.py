@@ -5,3 +5,13 @@ class ExperimentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "webapp.experiments"
     verbose_name = "Experiments"
+
+    def ready(self):
+        from webapp.experiments.services import experiment_offered
+        from webapp.experiments.views import experiment_launch, runs_experiments_context
+        from webapp.runs.hooks import LaunchAction, register_launch_action, register_run_page_extras
+
+        # The run pages link to the experiments their runs belong to, and the launch form offers an
+        # experiment for a DSPy program's task; the runs app does not import this one.
+        register_run_page_extras("experiments", runs_experiments_context)
+        register_launch_action("experiment", LaunchAction(offered=experiment_offered, launch=experiment_launch))

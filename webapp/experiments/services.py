@@ -19,9 +19,9 @@ import dataclasses
 from django.db import transaction
 
 from trainer.config import RunConfig
-from trainer.programs import program_info
+from trainer.programs import PROGRAMS, program_info
 from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.limits.services import limits_check_launch
+from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.models import Run, Task
 from webapp.runs.services import run_create
 
@@ -31,6 +31,12 @@ DEFAULT_PROMPT_OPTIMIZER = "mipro_light"
 
 class ExperimentRefused(Exception):
     """The experiment cannot be launched (the message says why); nothing was queued."""
+
+
+def experiment_offered(task: Task) -> bool:
+    """Whether the launch form offers an experiment for `task`: its program must be a DSPy program (the
+    arms compare prompt optimization with weight training)."""
+    return task.program.name in PROGRAMS and bool(program_info(task.program.name).get("optimizes_prompts"))
 
 
 def experiment_configs(config: RunConfig, seeds: int) -> list[tuple[str, int, RunConfig]]:

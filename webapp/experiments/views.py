@@ -1,11 +1,14 @@
-"""The Experiment page: a task's Table 1 (MMGRPO paper), as its runs store their evaluations."""
+"""The Experiment page: a task's Table 1 (MMGRPO paper), as its runs store their evaluations; and what
+the experiments add to the run pages (registered in webapp/experiments/apps.py): the launch form's
+"Launch experiment" button, and the links from a run's page and the compare page to its experiments."""
 
-from django.shortcuts import render
+from django.contrib import messages
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from webapp.experiments.selectors import experiment_get_for_user, experiment_table
-from webapp.experiments.services import experiment_runs
+from webapp.experiments.selectors import experiment_get_for_user, experiment_table, experiments_of
+from webapp.experiments.services import ExperimentRefused, experiment_create, experiment_runs
 
 
 @require_GET
@@ -18,3 +21,26 @@ def experiment_detail(request, experiment_id: int):
         "experiment": experiment, "seeds": seeds, "rows": rows, "runs": runs, "compare_url": compare,
         "active": any(r.is_active for r in runs),
     })
+
+
+def experiment_launch(request, form):
+    """The launch form's second button (`runs:new`, a valid form): the task's Table 1, N seeds of the
+    form's settings, queued as a whole; or refused as a whole, beside the button (None: the launch
+    page shows the form again)."""
+    try:
+        seeds = int(request.POST.get("experiment_seeds", "2"))
+    except ValueError:
+        seeds = 0  # refused below with the allowed range
+    try:
+        experiment = experiment_create(owner=request.user, task=form.cleaned_data["task"],
+                                       config=form.cleaned_data["config"], seeds=seeds, name=form.cleaned_data["name"])
+    except ExperimentRefused as exc:
+        form.add_error(None, f"The experiment was not launched: {exc}")
+        return None
+    messages.success(request, f"Experiment {experiment.pk} is queued: {2 * experiment.seeds} runs.")
+    return redirect("experiments:detail", experiment_id=experiment.pk)
+
+
+def runs_experiments_context(runs) -> dict:
+    """What the run page (one run) and the compare page (the chosen runs) show of their experiments."""
+    return {"experiments": experiments_of(runs)}

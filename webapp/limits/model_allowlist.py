@@ -27,25 +27,20 @@ from pathlib import Path
 from django.conf import settings
 
 from trainer.config import BUILTIN_MODELS
+from webapp.limits.local_paths import PathRefused, PathWords, inside, resolve_user_path
+from webapp.limits.model_entries import (  # noqa: F401 - allowed_model_entry_error re-exported
+    allowed_model_entry_error,
+    looks_like_local_path,
+)
 
+CONTROL_MESSAGE = "A model name cannot contain control characters."
 PARENT_MESSAGE = "Model paths may not contain '..'; write the folder's full path."
 RUN_DIR_MESSAGE = "Run directories are not models: {path} is inside the runs folder."
 SERVER_FILES_MESSAGE = "{path} is inside the server's own files ({area}); a model cannot be loaded from there."
-
-
-def looks_like_local_path(model: str) -> bool:
-    """True when `model` names a folder rather than a hub id (the trainer's loader would read it from disk)."""
-    return (model.startswith(("/", ".", "~", "\\")) or ".." in _segments(model)
-            or os.path.isabs(model) or os.path.isdir(model))
-
-
-def _segments(path: str) -> list[str]:
-    return path.replace("\\", "/").split("/")
-
-
-def inside(path: str, folder: str) -> bool:
-    """`path` is `folder` or below it; both already real paths."""
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+LOCAL_PATH_WORDS = PathWords(
+    control=CONTROL_MESSAGE, parent=PARENT_MESSAGE,
+    relative=("Local model folder {path!r} must be an absolute path (e.g. /srv/models/my-model); "
+              "a relative or '~' path depends on where the worker runs."))
 
 
 def server_areas() -> list[tuple[str, str]]:
@@ -66,27 +61,23 @@ def local_roots() -> list[str]:
 
 
 def _local_refusal(model: str, *, staff: bool) -> str | None:
-    if ".." in _segments(model):
-        return PARENT_MESSAGE
-    if not os.path.isabs(model):
-        return (f"Local model folder {model!r} must be an absolute path (e.g. /srv/models/my-model); "
-                f"a relative or '~' path depends on where the worker runs.")
-    real = os.path.realpath(model)
+    try:
+        path = resolve_user_path(model, LOCAL_PATH_WORDS)
+    except PathRefused as refused:
+        return str(refused)
     for folder, what in server_areas():
-        if inside(real, folder):
-            shown = model if real == os.path.normpath(model) else f"{model} (really {real})"
+        if inside(path.real, folder):
             if what == "the runs folder":
-                return RUN_DIR_MESSAGE.format(path=shown)
-            return SERVER_FILES_MESSAGE.format(path=shown, area=what)
+                return RUN_DIR_MESSAGE.format(path=path.shown)
+            return SERVER_FILES_MESSAGE.format(path=path.shown, area=what)
     if staff:
         return None
     roots = local_roots()
-    if any(inside(real, os.path.realpath(root)) for root in roots):
+    if any(inside(path.real, os.path.realpath(root)) for root in roots):
         return None
     if not roots:
         return f"Local model folders are not allowed on this server ({model!r}); ask an admin to add a local root."
-    shown = model if real == os.path.normpath(model) else f"{model} (really {real})"
-    return (f"Local model folder {shown} is outside the allowed folders ({', '.join(sorted(roots))}). "
+    return (f"Local model folder {path.shown} is outside the allowed folders ({', '.join(sorted(roots))}). "
             f"Ask an admin to add it.")
 
 
@@ -108,33 +99,14 @@ def model_refusal(user, model: str) -> str | None:
     """Why `user` may not train `model` (None: allowed). See the module docstring for the rules."""
     if model in BUILTIN_MODELS:
         return None
-    if any(ord(char) < 32 for char in model):
-        return "A model name cannot contain control characters."
+    if any(ord(char) < 32 for char in model):  # a hub id too, not only a folder
+        return CONTROL_MESSAGE
     staff = bool(getattr(user, "is_staff", False))
     if looks_like_local_path(model):
         return _local_refusal(model, staff=staff)
     if staff:
         return None
     return _hub_refusal(model)
-
-
-def allowed_model_entry_error(kind: str, value: str) -> str | None:
-    """What is wrong with an allow-list entry an admin typed (None: fine)."""
-    from webapp.limits.models import AllowedModel
-
-    value = (value or "").strip()
-    if not value:
-        return "Give a hub id, a hub id prefix or a folder."
-    if kind == AllowedModel.Kind.LOCAL_ROOT:
-        if not os.path.isabs(value):
-            return f"A local root must be an absolute folder such as /srv/models, not {value!r}."
-        if ".." in _segments(value):
-            return "A local root may not contain '..'; write the folder's full path."
-        return None
-    if looks_like_local_path(value):
-        return (f"{value!r} looks like a folder; choose 'Local folder' for folders, or give a hub id "
-                f"such as Qwen/Qwen2.5-0.5B-Instruct.")
-    return None
 
 
 def trainer_environment() -> dict[str, str]:

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 
+from webapp.limits.model_entries import AllowedModelKind, allowed_model_entry_error
+
 LIMIT_FIELDS = ("active_runs", "queued_runs", "tokens_per_run", "max_context_length")
 
 
@@ -39,10 +41,7 @@ class AllowedModel(models.Model):
     """One entry of the model allow-list (webapp/limits/model_allowlist.py): which hub ids and local
     folders non-staff users may train. The built-in tiny model needs no entry."""
 
-    class Kind(models.TextChoices):
-        ID = "id", "Hub id (exact)"
-        PREFIX = "prefix", "Hub id prefix"
-        LOCAL_ROOT = "local_root", "Local folder (models under it)"
+    Kind = AllowedModelKind  # id, prefix, local_root (webapp/limits/model_entries.py)
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ID)
     value = models.CharField(max_length=500, help_text=(
@@ -60,8 +59,6 @@ class AllowedModel(models.Model):
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
-
-        from webapp.limits.model_allowlist import allowed_model_entry_error
 
         problem = allowed_model_entry_error(self.kind, self.value)
         if problem:

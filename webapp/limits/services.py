@@ -1,7 +1,10 @@
-"""Launch limits: the effective limits of a user and the check run at launch and at claim time.
+"""Launch limits: the effective limits of a user, the per-run budget and the model and path checks.
 
 Defaults come from settings (COHORT_LIMIT_*); a `LimitOverride` row for the user wins over its
 groups' rows, and among several groups the most generous value wins. Staff bypass every limit.
+The checks run at launch and at claim time, which count and look up runs, live in the runs app
+(webapp/runs/launch_limits.py: `limits_check_launch`, `limits_check_claim`,
+`limits_fail_run_over_budget`); they call these pure parts.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from django.conf import settings
 from trainer.config import RunConfig
 from webapp.limits.model_allowlist import model_refusal
 from webapp.limits.models import LIMIT_FIELDS, LimitOverride
-from webapp.limits.user_paths import program_state_refusal
+from webapp.limits.user_paths import RunReadable, program_state_refusal
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ def run_token_budget(config: RunConfig) -> int:
     return config.steps * config.examples_per_step * config.rollouts_per_example * config.max_new_tokens
 
 
-def _per_run_errors(limits: dict[str, int], config: RunConfig) -> list[LimitError]:
+def per_run_errors(limits: dict[str, int], config: RunConfig) -> list[LimitError]:
+    """The per-run budget (tokens, context length) of `config` under `limits`."""
     errors = []
     tokens = run_token_budget(config)
     if tokens > limits["tokens_per_run"]:
@@ -66,64 +70,16 @@ def _per_run_errors(limits: dict[str, int], config: RunConfig) -> list[LimitErro
     return errors
 
 
-def _model_errors(user, config: RunConfig) -> list[LimitError]:
+def model_errors(user, config: RunConfig, *, may_read_run: RunReadable) -> list[LimitError]:
     """The model allow-list's verdict and the files the run reads (webapp/limits/user_paths.py); they
-    apply to staff too (local paths have safety rules for all)."""
+    apply to staff too (local paths have safety rules for all). `may_read_run(user, run_id)` says
+    whether a program_state in a run's folder is the user's to read."""
     errors = []
     refused = model_refusal(user, config.model)
     if refused:
         errors.append(LimitError("model", refused))
-    refused = program_state_refusal(user, config.program_state) if config.program_state else None
+    refused = (program_state_refusal(user, config.program_state, may_read_run=may_read_run)
+               if config.program_state else None)
     if refused:
         errors.append(LimitError("program_state", refused))
     return errors
-
-
-def limits_check_launch(user, config: RunConfig) -> list[LimitError]:
-    """Everything that stops `user` from queueing one more run of `config` (empty: allowed)."""
-    model_errors = _model_errors(user, config)
-    if user.is_staff:
-        return model_errors
-    from webapp.runs.models import Run  # the runs app imports this module at claim time
-
-    limits = limits_for_user(user)
-    errors = model_errors + _per_run_errors(limits, config)
-    runs = Run.objects.filter(owner=user)
-    active = runs.filter(state__in=Run.ACTIVE_STATES).count()
-    if active >= limits["active_runs"]:
-        errors.append(LimitError(None, f"You already have {active} active runs; your limit is "
-                                       f"{limits['active_runs']} (cancel one or wait for it to finish)."))
-    queued = runs.filter(state=Run.State.QUEUED).count()
-    if queued >= limits["queued_runs"]:
-        errors.append(LimitError(None, f"You already have {queued} queued runs; your limit is "
-                                       f"{limits['queued_runs']} queued runs at once."))
-    return errors
-
-
-def limits_check_claim(user, config: RunConfig) -> list[LimitError]:
-    """The per-run budget (tokens, context) re-checked when a worker claims the run: limits may have
-    changed since launch, and so may the model allow-list. Run counts are not re-checked (the claimed
-    run would count itself)."""
-    model_errors = _model_errors(user, config)
-    if user.is_staff:
-        return model_errors
-    return model_errors + _per_run_errors(limits_for_user(user), config)
-
-
-def limits_fail_run_over_budget(run) -> bool:
-    """At claim time: a queued run whose owner is now over a per-run limit goes queued -> failed with
-    the reason in `error` (compare-and-set, so a concurrent cancel wins). True when it was refused."""
-    from django.utils import timezone
-
-    from webapp.runs.models import Run
-
-    try:
-        config = RunConfig.from_dict(run.config)
-    except ValueError:
-        return False  # an unreadable config fails later in the trainer, with its own message
-    errors = limits_check_claim(run.owner, config)
-    if not errors:
-        return False
-    reason = "Refused at start (launch limits, the model allow-list or a file's permission changed): " + " ".join(e.message for e in errors)
-    run.transition(Run.State.FAILED, error=reason, finished_at=timezone.now())
-    return True

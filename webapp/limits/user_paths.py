@@ -14,20 +14,34 @@ user may read from:
 
 Never the server's own files (the code, the var dir with the database and secrets, dataset uploads,
 the hub cache). The check runs at launch (beside the field) and again when a worker claims the run.
+
+Whose run a run folder is, is the runs app's to answer: the caller passes `may_read_run(user, run_id)`
+(webapp/runs/launch_limits.py), so the limits app never imports the runs app.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
-from webapp.limits.model_allowlist import inside, local_roots, server_areas
+from webapp.limits.local_paths import PathRefused, PathWords, inside, resolve_user_path
+from webapp.limits.model_allowlist import local_roots, server_areas
 
 PROGRAM_STATES_DIR = "program-states"  # under COHORT_RUNS_DIR, which the web server shares with workers
 LEGACY_STATE_NAME = re.compile(r"[0-9a-f]{64}\.json")
+PROGRAM_STATE_WORDS = PathWords(
+    control="A program_state path cannot contain control characters.",
+    parent="A program_state path may not contain '..'; write the file's full path.",
+    relative=("program_state {path!r} must be an absolute path to a state saved by a DSPy program's save(), "
+              "e.g. a run's <runs dir>/<id>/prompt-optimization/program_state.json."))
+
+# may_read_run(user, run_id): whether `user` may read the folder of run `run_id` (their own run; staff any).
+RunReadable = Callable[[Any, int], bool]
 
 
 def program_states_folder(user) -> Path:
@@ -36,30 +50,22 @@ def program_states_folder(user) -> Path:
     return Path(settings.COHORT_RUNS_DIR) / PROGRAM_STATES_DIR / str(user.pk)
 
 
-def _run_folder_owner_ok(user, real: str, runs_dir: str) -> bool:
-    from webapp.runs.models import Run  # the runs app imports the limits at claim time
-
+def _run_folder_readable(user, real: str, runs_dir: str, may_read_run: RunReadable) -> bool:
     run_id = real[len(runs_dir):].lstrip(os.sep).split(os.sep, 1)[0]
-    if not run_id.isdigit():
-        return False
-    runs = Run.objects.filter(pk=int(run_id))
-    return runs.exists() if user.is_staff else runs.filter(owner=user).exists()
+    return run_id.isdigit() and may_read_run(user, int(run_id))
 
 
-def program_state_refusal(user, path: str) -> str | None:
-    """Why `user` may not train from the saved program state at `path` (None: allowed)."""
-    if any(ord(char) < 32 for char in path):
-        return "A program_state path cannot contain control characters."
-    if ".." in path.replace("\\", "/").split("/"):
-        return "A program_state path may not contain '..'; write the file's full path."
-    if not os.path.isabs(path):
-        return (f"program_state {path!r} must be an absolute path to a state saved by a DSPy program's save(), "
-                "e.g. a run's <runs dir>/<id>/prompt-optimization/program_state.json.")
-    real = os.path.realpath(path)
-    shown = path if real == os.path.normpath(path) else f"{path} (really {real})"
+def program_state_refusal(user, path: str, *, may_read_run: RunReadable) -> str | None:
+    """Why `user` may not train from the saved program state at `path` (None: allowed). A path in a
+    run's folder is allowed when `may_read_run(user, run_id)` says so."""
+    try:
+        resolved = resolve_user_path(path, PROGRAM_STATE_WORDS)
+    except PathRefused as refused:
+        return str(refused)
+    real, shown = resolved.real, resolved.shown
     runs_dir = os.path.realpath(settings.COHORT_RUNS_DIR)
     if inside(real, runs_dir):
-        allowed = _runs_dir_allows(user, real, runs_dir)
+        allowed = _runs_dir_allows(user, real, runs_dir, may_read_run)
     else:
         for folder, what in server_areas():
             if inside(real, folder):
@@ -73,10 +79,10 @@ def program_state_refusal(user, path: str) -> str | None:
     return None
 
 
-def _runs_dir_allows(user, real: str, runs_dir: str) -> bool:
+def _runs_dir_allows(user, real: str, runs_dir: str, may_read_run: RunReadable) -> bool:
     states = os.path.join(runs_dir, PROGRAM_STATES_DIR)
     if inside(real, states):
         relative = real[len(states):].lstrip(os.sep)
         mine = os.path.realpath(program_states_folder(user))
         return inside(real, mine) or bool(LEGACY_STATE_NAME.fullmatch(relative))
-    return _run_folder_owner_ok(user, real, runs_dir)
+    return _run_folder_readable(user, real, runs_dir, may_read_run)

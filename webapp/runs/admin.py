@@ -6,8 +6,8 @@ from django.contrib import admin, messages
 from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 
+from trainer.catalog import unavailable_plugins
 from trainer.config import ConfigError
-from trainer.plugins import unavailable_plugins
 from trainer.programs import PROGRAMS, program_error, program_info
 from trainer.rewards import REWARDS, reward_defaults
 from webapp.datasets.kinds import program_dataset_kind

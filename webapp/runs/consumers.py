@@ -4,7 +4,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
-from webapp.alerts.selectors import alert_unseen_open_count
+from webapp.runs.hooks import badge_count
 from webapp.runs.messages import AlertNotice, StatusNotice, StepNotice, run_group_name
 from webapp.runs.selectors import run_get_for_user
 
@@ -51,7 +51,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_alert(self, event):
         # Every watcher sees the alert row (the run page lists all its alerts); the badge is the
-        # watcher's own count of unseen open alerts, as the topbar shows it on the next page load.
+        # watcher's own count of unseen open alerts, as the topbar shows it on the next page load
+        # (counted by the alerts app, which registers its counter in webapp/runs/hooks.py).
         notice: AlertNotice = event["notice"]
-        badge = await database_sync_to_async(alert_unseen_open_count)(self.scope["user"])
+        badge = await database_sync_to_async(badge_count)(self.scope["user"])
         await self.send_json({**notice, "badge": badge})

@@ -20,8 +20,8 @@ from django.db.models import Q
 from trainer.config import ConfigError, RunConfig, literal_choices
 from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
-from webapp.limits.services import limits_check_launch
 from webapp.runs.catalog import unavailable_program_names
+from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.launch_widgets import program_option_attrs, reward_registry, shown_when
 from webapp.runs.model_offer import model_offer
 from webapp.runs.models import Program, Run, Task

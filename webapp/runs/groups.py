@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 from django.http import Http404
 
-from trainer.advantages import gdpo_advantages, grpo_advantages
-from trainer.metrics import intra_group_similarity
+from trainer.algorithms.advantages import gdpo_advantages, grpo_advantages
+from trainer.algorithms.metrics import intra_group_similarity
 from webapp.runs.models import Group, GroupMember, Run
 from webapp.runs.texts import fill_call_texts
 
-DECIMALS = 6  # advantages equal to 6 decimals count as one value (as trainer.metrics.advantage_resolution)
+DECIMALS = 6  # advantages equal to 6 decimals count as one value (as trainer.algorithms.metrics.advantage_resolution)
 MHGPO_COMPONENTS = ("shared", "specific")
 
 

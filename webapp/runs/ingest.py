@@ -37,9 +37,9 @@ from webapp.runs.retention import retention_apply, storage_add
 from webapp.runs.texts import encode_texts
 
 BATCH_SIZE = 2000
-REWARD_KEY = "reward/mean"  # trainer.loop's training reward; best, last reward of the runs table
-EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.loop.Trainer.evaluate
-MAX_ERROR_CHARS = 10_000  # the trainer sends at most 2,000 (trainer.failures.describe_error)
+REWARD_KEY = "reward/mean"  # trainer.run.loop's training reward; best, last reward of the runs table
+EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.run.loop.Trainer.evaluate
+MAX_ERROR_CHARS = 10_000  # the trainer sends at most 2,000 (trainer.rollouts.failures.describe_error)
 
 
 def _finite(value: Any) -> float | None:

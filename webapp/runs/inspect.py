@@ -85,7 +85,7 @@ class Cell:
 
 
 def error_parts(error: str) -> tuple[str, str]:
-    """(headline, details) of a stored ``Rollout.error`` (``trainer.failures.describe_error``): the
+    """(headline, details) of a stored ``Rollout.error`` (``trainer.rollouts.failures.describe_error``): the
     ``"Type: message"`` the inspector shows large, and where it happened with the traceback tail."""
     headline, sep, rest = error.partition("\n  in ")
     return headline.strip(), (f"in {rest}" if sep else "").strip()

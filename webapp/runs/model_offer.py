@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from trainer.config import BUILTIN_MODELS, TINY_MODEL
-from trainer.model_cache import built_builtin_models, downloaded_hub_models
+from trainer.models.cache import built_builtin_models, downloaded_hub_models
 from webapp.limits.model_allowlist import model_refusal
 
 

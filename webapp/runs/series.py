@@ -112,7 +112,7 @@ def series_payload(series: Series, max_points: int) -> dict:
     }
 
 
-# The per-step metric whose running sum is "tokens seen" (trainer/loop.py reports it per step).
+# The per-step metric whose running sum is "tokens seen" (trainer/run/loop.py reports it per step).
 TOKENS_KEY = "completion_tokens"
 
 

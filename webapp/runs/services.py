@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from trainer.config import RunConfig
 from webapp.celery import app as celery_app
-from webapp.limits.services import limits_fail_run_over_budget
+from webapp.runs.launch_limits import limits_fail_run_over_budget
 from webapp.runs.models import (
     CallText,
     Group,

@@ -6,10 +6,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from trainer.programs import PROGRAMS, program_info
-from webapp.experiments.selectors import experiments_of
 from webapp.runs import divergence, export, groups, inspect, present, series
 from webapp.runs.forms import RunLaunchForm
+from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
 from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam, series_keys, step_range
@@ -42,8 +41,9 @@ def run_new(request):
     """The launch form; nothing is queued unless RunConfig accepts every value."""
     if request.method == "POST":
         form = RunLaunchForm(request.POST, user=request.user)
-        if form.is_valid() and request.POST.get("experiment"):
-            return _launch_experiment(request, form)
+        action = launch_action_chosen(request.POST) if form.is_valid() else None
+        if action is not None:  # another button of the form, e.g. "Launch experiment" (webapp/experiments)
+            return action.launch(request, form) or _render_launch(request, form, status=400)
         if form.is_valid():
             run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
                              name=form.cleaned_data["name"], tags=form.cleaned_data["tags"],
@@ -75,35 +75,14 @@ def _task_from_query(request) -> Task | None:
     return tasks.filter(name="toy").first() or tasks.first()
 
 
-def _launch_experiment(request, form):
-    """The launch form's second button: the task's Table 1 (webapp/experiments), N seeds of the form's
-    settings; refused as a whole, beside the button, or queued as a whole."""
-    from webapp.experiments.services import ExperimentRefused, experiment_create
-
-    try:
-        seeds = int(request.POST.get("experiment_seeds", "2"))
-    except ValueError:
-        seeds = 0  # refused below with the allowed range
-    try:
-        experiment = experiment_create(owner=request.user, task=form.cleaned_data["task"],
-                                       config=form.cleaned_data["config"], seeds=seeds, name=form.cleaned_data["name"])
-    except ExperimentRefused as exc:
-        form.add_error(None, f"The experiment was not launched: {exc}")
-        return _render_launch(request, form, status=400)
-    messages.success(request, f"Experiment {experiment.pk} is queued: {2 * experiment.seeds} runs.")
-    return redirect("experiments:detail", experiment_id=experiment.pk)
-
-
 def _render_launch(request, form, *, status: int = 200, preset: str | None = None, model: str | None = None):
     task = form["task"].value() if form is not None else None
     task_pk = str(getattr(task, "pk", task) or "")
     task_obj = Task.objects.select_related("program").filter(pk=int(task_pk)).first() if task_pk.isdigit() else None
-    offers_experiment = bool(task_obj and task_obj.program.name in PROGRAMS
-                             and program_info(task_obj.program.name).get("optimizes_prompts"))
     return render(request, "runs/new.html", {
         "form": form, "presets": preset_choices(), "preset": preset, "task_id": task, "suggested_model": model,
         "model_suggestions": model_suggestion_choices(task_obj) if task_obj else [],
-        "offers_experiment": offers_experiment, "experiment_seeds": request.POST.get("experiment_seeds"),
+        "launch_actions": launch_actions_offered(task_obj),
     }, status=status)
 
 
@@ -114,7 +93,7 @@ def run_detail(request, run_id: int):
 
 
 # The run page's chart sections, in page order: (key, title, what it answers). Which chart goes in
-# which is run-live.js's FAMILIES; a metric no family claims lands in "other".
+# which is run-charts.js's FAMILIES; a metric no family claims lands in "other".
 CHART_SECTIONS = (
     ("learning", "Learning", "Is the run learning? Reward, its components, evaluation, parsed outputs."),
     ("groups", "Groups", "Do the groups carry a signal? Variance, zero-variance share, similarity, advantages."),
@@ -137,8 +116,8 @@ def _detail_context(run) -> dict:
     optimizes = (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
     # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
-    return {"run": run, "live": live, "prompt_phase": prompt_phase, "experiments": experiments_of([run]),
-            "chart_sections": CHART_SECTIONS}
+    return {"run": run, "live": live, "prompt_phase": prompt_phase, "chart_sections": CHART_SECTIONS,
+            **run_page_extras([run])}  # e.g. the experiments it belongs to (webapp/experiments)
 
 
 @require_POST
@@ -342,7 +321,7 @@ def run_compare(request):
     return render(request, "runs/compare.html", {
         "chosen": chosen, "choices": list(visible[:RUNS_PAGE_LIMIT]), "keys": keys, "wanted": wanted,
         "differences": series.config_differences(chosen), "payload": payload,
-        "experiments": experiments_of(chosen),
+        **run_page_extras(chosen),
     })
 
 

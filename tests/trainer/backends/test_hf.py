@@ -150,8 +150,8 @@ def test_rows_per_generate_call_are_derived_from_the_kv_cache_a_row_needs(smollm
 
 
 def test_a_run_samples_with_the_rows_it_asks_for(tmp_path):
-    from tests.trainer.test_loop import ListReporter, toy_config
-    from trainer.loop import Trainer
+    from tests.trainer.run.test_loop import ListReporter, toy_config
+    from trainer.run.loop import Trainer
 
     trainer = Trainer(toy_config(hf_generate_rows=3), tmp_path / "run", ListReporter(), model_cache_dir=tmp_path / "m")
     assert trainer.backend.batch_size == 3

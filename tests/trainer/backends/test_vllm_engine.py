@@ -38,7 +38,7 @@ def policy(smollm2_dir):
 
 
 def trainer_logprobs(model, tokenizer, prompts, completions, temperature=1.0):
-    """The trainer's own per-token log-probs (trainer.logprobs.sequence_logprobs) of each completion."""
+    """The trainer's own per-token log-probs (trainer.policy.logprobs.sequence_logprobs) of each completion."""
     import torch
 
     from trainer.policy import PolicyExample, sequence_logprobs, tokenize_examples
@@ -54,7 +54,7 @@ def trainer_logprobs(model, tokenizer, prompts, completions, temperature=1.0):
 def engine_logprobs_of(engine, prompt, completion_ids):
     """vLLM's log-probs of a fixed completion under the engine's current adapter: the completion is
     scored as the end of the prompt (prompt_logprobs), nothing sampled."""
-    from trainer.prompts import encode_prompt
+    from trainer.rollouts.prompts import encode_prompt
 
     prompt_ids = encode_prompt(engine.tokenizer, prompt)
     params = engine._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
@@ -76,7 +76,7 @@ def perturb_adapter(model, seed, scale=0.05):
 
 
 def test_prompts_go_in_as_the_token_ids_the_trainer_scores(engine, monkeypatch):
-    from trainer.prompts import encode_prompt
+    from trainer.rollouts.prompts import encode_prompt
 
     seen = []
     real_generate = engine._llm.generate

@@ -9,10 +9,11 @@ import dspy
 import pytest
 
 from tests.trainer.dspy.programs import Crashes, Flaky, MultiHop, ScriptedLM
+from trainer.algorithms.grouping import form_module_level_groups
+from trainer.algorithms.propagation import mhgpo_groups
 from trainer.dspy import DSPyProgram, ReplayDivergence
 from trainer.dspy.adapters import MarkerFallbackAdapter
-from trainer.grouping import form_module_level_groups
-from trainer.sampling import fork_on_first, independent_sampling, mhgpo_groups
+from trainer.rollouts.sampling import fork_on_first, independent_sampling
 
 EXAMPLES = [{"id": "one", "question": "Who wrote Hamlet?", "hops": 1},
             {"id": "three", "question": "Where was its author born?", "hops": 3}]

@@ -15,9 +15,9 @@ from trainer.config import ConfigError, RunConfig
 from trainer.dspy import DSPyProgram
 from trainer.dspy.adapters import MarkerFallbackAdapter
 from trainer.dspy.prompt_phase import PHASE_STATE, run_metric
-from trainer.loop import Trainer
-from trainer.reporting import JsonlReporter, read_events
 from trainer.rewards import register_reward
+from trainer.run.loop import Trainer
+from trainer.run.reporting import JsonlReporter, read_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("smollm2_dir")]
 

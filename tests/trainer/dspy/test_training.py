@@ -43,7 +43,7 @@ def model_cache(tmp_path_factory):
 
 
 def one_step(tmp_path, train_file, model_cache, **changes):
-    from trainer.loop import Trainer
+    from trainer.run.loop import Trainer
 
     config = RunConfig(**{
         "program": "dspy_multihop", "train_data": str(train_file), "steps": 1, "examples_per_step": 2,
@@ -123,7 +123,7 @@ def test_a_state_saved_by_dspy_after_prompt_optimization_trains_unchanged(tmp_pa
 
 def test_program_state_is_refused_for_a_program_that_cannot_load_one(tmp_path, model_cache):
     from trainer.config import ConfigError
-    from trainer.loop import Trainer
+    from trainer.run.loop import Trainer
 
     config = RunConfig(program="toy", steps=1, program_state=str(tmp_path / "state.json"))
     with pytest.raises(ConfigError, match="does not load a saved DSPy state"):

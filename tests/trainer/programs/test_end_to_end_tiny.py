@@ -58,7 +58,7 @@ class Events:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_program_trains_one_step_on_real_data(case, tmp_path, tiny_model_path):
-    from trainer.loop import Trainer
+    from trainer.run.loop import Trainer
 
     fields = {"rewards": SEARCH_REWARDS, **CASES[case]}
     fields.setdefault("group_size", 2)

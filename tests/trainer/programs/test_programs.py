@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import SHARED_DATA
 from trainer.programs import get_program, list_programs
 from trainer.rewards import get_reward
-from trainer.sampling import AgentProgram, fork_on_first, independent_sampling, round_robin
+from trainer.rollouts.sampling import AgentProgram, fork_on_first, independent_sampling, round_robin
 
 
 def rows(relative: str, n: int) -> list[dict]:

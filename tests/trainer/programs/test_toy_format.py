@@ -60,8 +60,8 @@ def test_examples_are_seeded_and_words_are_checked():
 
 @pytest.mark.usefixtures("torch_setup")
 def test_a_few_gdpo_steps_log_both_rewards_and_the_advantage_resolution(tmp_path):
-    from tests.trainer.test_loop import ListReporter
-    from trainer.loop import Trainer
+    from tests.trainer.run.test_loop import ListReporter
+    from trainer.run.loop import Trainer
 
     info = program_info("toy_format")
     config = RunConfig.from_dict({**info["suggested_config"], "program": "toy_format", "estimator": "gdpo",

@@ -190,18 +190,18 @@ def test_a_database_failure_mid_write_rolls_back_to_the_previous_version(write_j
     """The write is one transaction: a failure after the old rows were deleted restores them."""
     from django.db import DatabaseError
 
-    from webapp.datasets import services
+    from webapp.datasets import row_writes
 
     dataset = make()
     assert run_import(dataset, write_jsonl([{"id": "a", "text": "one", "label": "x"}], "v1.jsonl")).ok
-    real = services._copy_rows if services.connection.vendor == "postgresql" else services._insert_rows
+    real = row_writes._copy_rows if row_writes.connection.vendor == "postgresql" else row_writes._insert_rows
 
     def write_then_fail(dataset_id, rows, *args):
         real(dataset_id, rows[:1])
         raise DatabaseError("disk full (simulated after the first row)")
 
-    monkeypatch.setattr(services, "_copy_rows", write_then_fail)
-    monkeypatch.setattr(services, "_insert_rows", write_then_fail)
+    monkeypatch.setattr(row_writes, "_copy_rows", write_then_fail)
+    monkeypatch.setattr(row_writes, "_insert_rows", write_then_fail)
     result = run_import(dataset, write_jsonl([{"id": f"n{i}", "text": "t", "label": "x"} for i in range(5)], "v2.jsonl"))
     assert not result.ok and "disk full" in result.problems[0].message
     dataset.refresh_from_db()

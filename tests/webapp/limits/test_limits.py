@@ -10,7 +10,8 @@ from tests.webapp.runs.factories import make_run
 from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from trainer.config import RunConfig
 from webapp.limits.models import LimitOverride
-from webapp.limits.services import limits_check_launch, limits_for_user, run_token_budget
+from webapp.limits.services import limits_for_user, run_token_budget
+from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_create
 

@@ -12,12 +12,18 @@ from tests.webapp.limits.test_limits import toy_config
 from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from webapp.limits.models import AllowedModel
 from webapp.limits.user_paths import program_state_refusal, program_states_folder
+from webapp.runs.launch_limits import user_may_read_run
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_create
 
 pytestmark = pytest.mark.django_db
 
 STATE = {"predict": {"signature": {"instructions": "Answer briefly."}, "demos": []}}
+
+
+def refusal(user, path: str) -> str | None:
+    """The check as launch and claim run it: the runs app says whose run a run folder is."""
+    return program_state_refusal(user, path, may_read_run=user_may_read_run)
 
 
 @pytest.fixture
@@ -41,9 +47,9 @@ def test_a_state_from_ones_own_run_is_allowed_and_from_another_users_run_is_refu
         runs_dir, owner, stranger, staff, toy_task):  # noqa: F811
     mine = phase_one_state(run_create(owner=owner, task=toy_task, config=toy_config()))
     theirs = phase_one_state(run_create(owner=stranger, task=toy_task, config=toy_config()))
-    assert program_state_refusal(owner, mine) is None
-    assert "is not yours to read" in program_state_refusal(owner, theirs)
-    assert program_state_refusal(staff, theirs) is None  # staff may name any run's
+    assert refusal(owner, mine) is None
+    assert "is not yours to read" in refusal(owner, theirs)
+    assert refusal(staff, theirs) is None  # staff may name any run's
 
 
 def test_states_sent_through_the_api_are_their_senders(runs_dir, owner, stranger):
@@ -53,12 +59,12 @@ def test_states_sent_through_the_api_are_their_senders(runs_dir, owner, stranger
     for path in (mine, theirs, legacy):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(STATE))
-    assert program_state_refusal(owner, str(mine)) is None
-    assert "is not yours to read" in program_state_refusal(owner, str(theirs))
-    assert program_state_refusal(owner, str(legacy)) is None
+    assert refusal(owner, str(mine)) is None
+    assert "is not yours to read" in refusal(owner, str(theirs))
+    assert refusal(owner, str(legacy)) is None
     other = runs_dir / "program-states" / "notes.json"
     other.write_text("{}")
-    assert "is not yours to read" in program_state_refusal(owner, str(other))
+    assert "is not yours to read" in refusal(owner, str(other))
 
 
 def test_the_servers_own_files_and_unsafe_paths_are_refused(runs_dir, owner, staff, settings, tmp_path):
@@ -67,12 +73,12 @@ def test_the_servers_own_files_and_unsafe_paths_are_refused(runs_dir, owner, sta
     secret.parent.mkdir()
     secret.write_text("database")
     for user in (owner, staff):
-        assert "inside the server's own files" in program_state_refusal(user, str(secret))
-        assert "may not contain '..'" in program_state_refusal(user, f"{runs_dir}/1/../../var/cohort.sqlite3")
-        assert "must be an absolute path" in program_state_refusal(user, "states/program_state.json")
-        assert "control characters" in program_state_refusal(user, "/srv/state\n.json")
+        assert "inside the server's own files" in refusal(user, str(secret))
+        assert "may not contain '..'" in refusal(user, f"{runs_dir}/1/../../var/cohort.sqlite3")
+        assert "must be an absolute path" in refusal(user, "states/program_state.json")
+        assert "control characters" in refusal(user, "/srv/state\n.json")
     code = os.path.join(settings.BASE_DIR, "pyproject.toml")
-    assert "inside the server's own files" in program_state_refusal(staff, code)
+    assert "inside the server's own files" in refusal(staff, code)
 
 
 def test_an_admins_local_root_is_allowed_and_a_symlink_out_of_it_is_not(runs_dir, owner, stranger, toy_task,  # noqa: F811
@@ -81,13 +87,13 @@ def test_an_admins_local_root_is_allowed_and_a_symlink_out_of_it_is_not(runs_dir
     root.mkdir()
     state = root / "state.json"
     state.write_text(json.dumps(STATE))
-    assert "is not yours to read" in program_state_refusal(owner, str(state))
+    assert "is not yours to read" in refusal(owner, str(state))
     AllowedModel.objects.create(kind=AllowedModel.Kind.LOCAL_ROOT, value=str(root))
-    assert program_state_refusal(owner, str(state)) is None
-    assert "is not a file" in program_state_refusal(owner, str(root / "missing.json"))
+    assert refusal(owner, str(state)) is None
+    assert "is not a file" in refusal(owner, str(root / "missing.json"))
     theirs = phase_one_state(run_create(owner=stranger, task=toy_task, config=toy_config()))
     (root / "link.json").symlink_to(theirs)
-    refused = program_state_refusal(owner, str(root / "link.json"))
+    refused = refusal(owner, str(root / "link.json"))
     assert "is not yours to read" in refused and f"(really {theirs})" in refused
 
 

@@ -10,7 +10,7 @@ advantage and metric code, and stored through the real ingest service.
 - `mhgpo_step_event`: Fork-on-First on a rewriter -> reranker -> answerer chain (MHGPO Algorithm 3),
   rewards propagated backward, agent-specific penalties, homogeneous and heterogeneous groups.
 - `error_step_event`: the same, but the program's `step` raises for one fork of the first question
-  (`Trajectory.error`, trainer/failures.py): that branch ends with the format-failure reward.
+  (`Trajectory.error`, trainer/rollouts/failures.py): that branch ends with the format-failure reward.
 """
 
 from __future__ import annotations
@@ -20,18 +20,13 @@ import random
 
 import numpy as np
 
-from trainer.advantages import grpo_advantages
-from trainer.grouping import assign_advantages, form_module_level_groups, group_reward_arrays
-from trainer.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
-from trainer.sampling import (
-    LinearChain,
-    StepResult,
-    apply_specific_rewards,
-    fork_on_first,
-    mhgpo_groups,
-    propagate_rewards,
-)
-from trainer.trajectory import ModuleCall, Trajectory, jsonable
+from trainer.algorithms.advantages import grpo_advantages
+from trainer.algorithms.grouping import form_module_level_groups
+from trainer.algorithms.groups import assign_advantages, group_reward_arrays
+from trainer.algorithms.metrics import annotate_group_stats, module_group_metrics, zero_variance_share
+from trainer.algorithms.propagation import apply_specific_rewards, mhgpo_groups, propagate_rewards
+from trainer.rollouts.sampling import LinearChain, StepResult, fork_on_first
+from trainer.rollouts.trajectory import ModuleCall, Trajectory, jsonable
 from webapp.runs.ingest import step_events_ingest
 
 HOVER_REWARDS = ("recall", "format")

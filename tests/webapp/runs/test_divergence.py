@@ -106,7 +106,7 @@ def forked_after_a_shared_call_event(step: int = 1) -> dict:
     the three forks, which then rank and answer differently. Rewards (i % 3) / 2: fork 2 is best
     (1.0), fork 0 worst (0.0)."""
     from tests.webapp.runs.seeding import _mhgpo
-    from trainer.sampling import LinearChain, fork_on
+    from trainer.rollouts.sampling import LinearChain, fork_on
 
     texts = {"rewriter": ["capital of France"],
              "reranker": ["passage 3 then passage 1", "passage 1 then passage 3", "passage 3 then passage 2"],

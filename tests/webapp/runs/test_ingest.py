@@ -9,9 +9,10 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.webapp.runs.factories import make_run
 from tests.webapp.runs.seeding import error_step_event
-from trainer.advantages import grpo_advantages
-from trainer.grouping import assign_advantages, group_reward_arrays
-from trainer.sampling import LinearChain, fork_on, fork_on_first, mhgpo_groups, propagate_rewards
+from trainer.algorithms.advantages import grpo_advantages
+from trainer.algorithms.groups import assign_advantages, group_reward_arrays
+from trainer.algorithms.propagation import mhgpo_groups, propagate_rewards
+from trainer.rollouts.sampling import LinearChain, fork_on, fork_on_first
 from webapp.runs import ingest
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
@@ -65,7 +66,7 @@ def test_a_step_is_stored_with_rollouts_calls_and_groups(owner):
 
 
 def test_a_call_keeps_the_chat_messages_its_prompt_was_rendered_from(owner):
-    from trainer.prompts import chat_messages
+    from trainer.rollouts.prompts import chat_messages
 
     class ChatChain(LinearChain):
         def process_prompt(self, state, agent):

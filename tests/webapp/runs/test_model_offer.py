@@ -3,7 +3,7 @@ the allow-list's ids, prefixes and folders, and the hub models already in the mo
 
 import pytest
 
-from trainer.model_cache import MARKER_NAME
+from trainer.models.cache import MARKER_NAME
 from webapp.limits.models import AllowedModel
 from webapp.runs.model_offer import model_offer
 

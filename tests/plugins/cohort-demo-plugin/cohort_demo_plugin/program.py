@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trainer.prompts import chat_messages
-from trainer.sampling import StepResult
+from trainer.rollouts.prompts import chat_messages
+from trainer.rollouts.sampling import StepResult
 
 
 @dataclass(frozen=True)

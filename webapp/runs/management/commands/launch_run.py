@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from trainer.config import RunConfig
-from webapp.limits.services import limits_check_launch
 from webapp.runs.launch import config_defaults
+from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.models import Task
 from webapp.runs.services import run_create
 

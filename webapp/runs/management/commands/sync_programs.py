@@ -5,7 +5,7 @@ error, so a broken plugin is visible at start."""
 
 from django.core.management.base import BaseCommand
 
-from trainer.plugins import unavailable_plugins
+from trainer.catalog import unavailable_plugins
 from webapp.runs.catalog import catalog_sync
 
 

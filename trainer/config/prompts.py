@@ -1,0 +1,28 @@
+"""The "prompts" group of `RunConfig`'s fields: phase 1, prompt optimization of a DSPy program
+before its weights train (trainer/dspy/prompt_phase.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainer.config.fields import _DSPY_ONLY, _PROMPT_PHASE, PromptOptimizer, _meta
+
+
+@dataclass
+class PromptFields:
+    """Phase 1's optimizer and budget; a base of `RunConfig`. Their choices and the whole-number
+    budget are checked with every field's in `RunConfig._check_choices` / `_check_numbers`."""
+
+    prompt_optimizer: PromptOptimizer = field(default="none", metadata=_meta(
+        "Optimize prompts first (DSPy programs): phase 1 runs DSPy's MIPROv2 (auto budget light or medium) "
+        "or GEPA on the train split, scored by the run's rewards; phase 2 trains the weights of the "
+        "optimized program (BetterTogether, MMGRPO paper Sec. 4). 'none': train the prompts as they are.",
+        "prompts", when=_DSPY_ONLY))
+    prompt_optimizer_model: str | None = field(default=None, metadata=_meta(
+        "The model that proposes instructions (and reflects, for GEPA). Empty: the policy model itself, "
+        "sampled by the run's backend.", "prompts", when=_PROMPT_PHASE))
+    prompt_optimizer_trials: int = field(default=0, metadata=_meta(
+        "Phase 1's budget: MIPROv2 trials (and instruction candidates), GEPA metric calls per validation "
+        "row; demos are then bootstrapped from eval_size train rows. 0: the optimizer's own budget for "
+        "'light' / 'medium' (GEPA: light). Candidates are always scored on eval_size rows held out of the "
+        "train split, never on the dev set.", "prompts", when=_PROMPT_PHASE))

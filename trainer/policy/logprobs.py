@@ -1,0 +1,171 @@
+"""Per-token log-probs of completions, with memory that grows with tokens, not tokens x vocabulary.
+
+A real vocabulary is large (Qwen2.5: 151,936 tokens): the (B, C, V) float32 logits of 64
+completions of 1,024 tokens are 40 GB. So `sequence_logprobs` never builds them. It runs the
+model's decoder to its last hidden states, keeps the C positions that predict completion tokens,
+and applies the output head to a bounded chunk of those positions at a time. Only the chunk's
+logits exist at once (in the model's dtype, upcast to float32 inside the chunk). Under autograd
+each chunk is checkpointed: the backward pass recomputes the chunk's logits instead of keeping
+every chunk's alive. Padded positions are skipped.
+
+Shapes: B sequences, C padded completion width, H hidden size, V vocabulary, N real completion
+tokens (N <= B * C).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from trainer.policy.batching import PolicyBatch
+
+# Elements of one chunk's logits (float32): 2**24 = 64 MiB. 110 positions of a 151,936 vocabulary.
+LOGITS_CHUNK_ELEMENTS = 2**24
+
+
+def _base_model(model: torch.nn.Module) -> Any:
+    get_base = getattr(model, "get_base_model", None)  # a PEFT wrapper: LoRA layers live inside
+    return get_base() if callable(get_base) else model
+
+
+def _head_is_plain_linear(base: Any) -> bool:
+    """Whether logits are exactly `lm_head(last hidden state)` (no soft-capping or scaling, as in
+    Gemma 2 or Cohere), so the chunked path computes what the model's own forward would."""
+    config = getattr(base, "config", None)
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    return (isinstance(head, torch.nn.Linear) and hasattr(base, "get_decoder")
+            and not getattr(config, "final_logit_softcapping", None) and getattr(config, "logit_scale", None) in (None, 1.0)
+            and getattr(config, "logits_scaling", None) in (None, 1.0))
+
+
+def _chunk_logprobs(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, temperature: float) -> Tensor:
+    """log softmax(hidden @ W^T / temperature)[target] for one chunk. (n, H) -> (n,)"""
+    logits = F.linear(hidden, weight, bias).float()  # (n, V): the only vocabulary-wide tensor
+    if temperature != 1.0:
+        logits = logits / temperature
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def chosen_token_logprobs(hidden: Tensor, head: torch.nn.Linear, targets: Tensor, *, temperature: float = 1.0,
+                          chunk_elements: int = LOGITS_CHUNK_ELEMENTS) -> Tensor:
+    """Log-probs of `targets` under softmax(head(hidden) / temperature), a chunk of rows at a time.
+    (N, H), (N,) -> (N,) float32. Extra memory: one chunk's logits (about `chunk_elements` floats)."""
+    rows = max(1, chunk_elements // head.out_features)
+    pieces = []
+    for start in range(0, hidden.shape[0], rows):
+        args = (hidden[start:start + rows], head.weight, head.bias, targets[start:start + rows], temperature)
+        if torch.is_grad_enabled() and hidden.requires_grad:
+            pieces.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
+        else:
+            pieces.append(_chunk_logprobs(*args))
+    return torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
+
+
+def completion_hidden_states(base: Any, batch: PolicyBatch) -> Tensor:
+    """The decoder's last hidden states at the positions that predict completion tokens. -> (B, C, H)
+
+    Row layout (PolicyBatch): the prompt ends at column P - 1 and position P - 1 + t predicts
+    completion token t."""
+    out = base.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                             position_ids=batch.position_ids, use_cache=False)
+    width, start = batch.completion_ids.shape[1], batch.prompt_width - 1
+    return out.last_hidden_state[:, start:start + width]
+
+
+def sequence_logprobs(model: torch.nn.Module, batch: PolicyBatch, *, temperature: float = 1.0,
+                      chunk_elements: int = LOGITS_CHUNK_ELEMENTS) -> Tensor:
+    """Per-token log-probs of the completion tokens: log softmax(logits / temperature)[token]. -> (B, C)
+
+    The log-probs of the distribution the sampler drew from (before top-k / top-p truncation), so the
+    ratio of MMGRPO Eq. 1 / Eq. 5 (GDPO Eq. 3) compares like with like. Padded positions hold 0;
+    use `completion_mask`. Memory: hidden states plus one chunk of logits (module docstring).
+    """
+    base = _base_model(model)
+    keep = batch.completion_mask.bool()  # (B, C)
+    if not _head_is_plain_linear(base) or _is_fsdp_root(base):
+        # Sharded weights (trainer.policy.sharding) are gathered by the model's own forward, never when the
+        # decoder and the head's weight are reached directly as below.
+        return _logprobs_from_full_logits(model, batch, keep, temperature)
+    hidden = completion_hidden_states(base, batch)  # (B, C, H)
+    chosen = chosen_token_logprobs(hidden[keep], base.get_output_embeddings(), batch.completion_ids[keep],
+                                   temperature=temperature, chunk_elements=chunk_elements)  # (N,)
+    out = torch.zeros(keep.shape, dtype=torch.float32, device=hidden.device)
+    return out.masked_scatter(keep, chosen)
+
+
+def _is_fsdp_root(base: torch.nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(base, FSDPModule)
+
+
+def _logprobs_from_full_logits(model: torch.nn.Module, batch: PolicyBatch, keep: Tensor, temperature: float) -> Tensor:
+    """For heads that are not a plain linear layer: the model's own logits (in its dtype), upcast
+    one row at a time (TRL's selective log-softmax). Memory: the (B, C, V) logits in the model's dtype."""
+    width = batch.completion_ids.shape[1]
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
+                   logits_to_keep=width + 1, use_cache=False).logits[:, :-1]  # (B, C, V)
+    rows = []
+    for row_logits, row_ids in zip(logits, batch.completion_ids, strict=True):
+        scaled = row_logits.float() / temperature
+        rows.append(scaled.gather(-1, row_ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1))
+    return torch.stack(rows) * keep
+
+
+def importance_weights(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, *, cap: float) -> Tensor:
+    """Truncated importance-sampling weights (TIS; TRL's `vllm_importance_sampling_correction` in
+    its token-truncate mode): w_t = min(exp(log pi_trainer - log pi_sampler), cap). The sampled
+    tokens came from the sampler's policy, the loss's expectation is under the trainer's; w
+    re-weights each token's clipped surrogate. Padding gets weight 1.
+
+    Worked example: trainer and sampler agree -> w = 1; trainer 0.3 nats more likely -> w = 1.35;
+    3 nats more likely -> exp(3) = 20.1, truncated to the cap 2. (B, C) -> (B, C)
+    """
+    delta = torch.where(mask.bool(), trainer_logprobs - sampler_logprobs, torch.zeros_like(trainer_logprobs))
+    return torch.exp(delta).clamp(max=cap)
+
+
+def mismatch_stats(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, *, cap: float) -> dict[str, Tensor]:
+    """How far the sampler's policy is from the trainer's on the sampled tokens, summed over the
+    mask (divide by `tokens`): |log pi_sampler - log pi_trainer|, the k3 estimate of
+    KL(sampler || trainer) = E_sampler[r - log r - 1] with r = pi_trainer / pi_sampler (>= 0, 0 when
+    they agree), the mean IS weight and how many tokens the cap truncated."""
+    keep = mask.bool()
+    delta = torch.where(keep, trainer_logprobs - sampler_logprobs, torch.zeros_like(trainer_logprobs))  # log r
+    ratio = torch.exp(delta)
+    return {
+        "abs_logprob_diff": (delta.abs() * keep).sum(),
+        "kl": ((torch.expm1(delta) - delta).clamp(min=0.0) * keep).sum(),  # r - log r - 1, no cancellation
+        "is_weight": (ratio.clamp(max=cap) * keep).sum(),
+        "is_capped": ((ratio > cap) & keep).sum(),
+        "tokens": keep.sum(),
+    }
+
+
+class MismatchTotals:
+    """Sampler / trainer mismatch summed over the tokens the sampler scored, for the step metrics:
+    `mismatch/...` always, `is_weight/...` where the importance-sampling correction applied."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.corrected = False
+
+    def add(self, trainer_logprobs: Tensor, mb: PolicyBatch, *, corrected: bool, cap: float) -> None:
+        for k, v in mismatch_stats(trainer_logprobs.detach(), mb.sampler_logprobs, mb.completion_mask, cap=cap).items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+        self.corrected = self.corrected or corrected
+
+    def stats(self) -> dict[str, float]:
+        tokens = self.sums.get("tokens")
+        if not tokens:
+            return {}
+        out = {"mismatch/abs_logprob_diff": self.sums["abs_logprob_diff"] / tokens,
+               "mismatch/kl": self.sums["kl"] / tokens}
+        if self.corrected:
+            out.update({"is_weight/mean": self.sums["is_weight"] / tokens,
+                        "is_weight/capped_share": self.sums["is_capped"] / tokens})
+        return out

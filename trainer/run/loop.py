@@ -1,0 +1,233 @@
+"""The training loop: one step = sample examples -> rollouts by strategy -> rewards -> propagation ->
+groups -> advantages -> LoRA update -> metrics (DESIGN.md "How a run flows", step 3).
+
+The parts it trains are built from the config by `trainer.run.compose.build_run`; this module only
+runs them. Every random choice of a step is seeded from (config.seed, step), so a run resumed from a
+checkpoint replays the remaining steps exactly; the checkpoint still records the RNG states.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainer.algorithms.groups import ModuleGroup, assign_advantages
+from trainer.config import RunConfig
+from trainer.data import example_id
+from trainer.policy import distributed
+from trainer.policy.adapter_files import FINAL_ADAPTER_DIR
+from trainer.policy.distributed import SINGLE, Ranks
+from trainer.rollouts.failures import raise_if_mostly_errors
+from trainer.rollouts.sampling import fork_on_first
+from trainer.rollouts.trajectory import Trajectory, jsonable
+from trainer.run.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from trainer.run.compose import RunParts, build_run
+from trainer.run.reporting import Reporter
+from trainer.run.rollouts import StepSampler
+from trainer.run.setup import visible_gpus
+
+KEEP_CHECKPOINTS = 3
+
+
+@dataclass
+class StepResult:
+    metrics: dict[str, float]
+    trajectories: list[Trajectory]
+    groups: list[ModuleGroup]
+
+
+class Trainer:
+    """Runs a `RunConfig` end to end, reporting through a `Reporter`, checkpointing into `run_dir`.
+
+    The run's parts (`RunParts`: trainer.model, trainer.program, trainer.updater...) read as the
+    trainer's own attributes."""
+
+    def __init__(self, config: RunConfig, run_dir: str | Path, reporter: Reporter, *, attempt: int = 1,
+                 model_cache_dir: str | Path | None = None, ranks: Ranks = SINGLE, program: Any = None,
+                 parts: RunParts | None = None):
+        """`program`: an `AgentProgram` to train instead of the registered `config.program` (see
+        `build_run`); `parts`: the run's parts, already built."""
+        self.config = config
+        self.ranks = ranks
+        self.run_dir = Path(run_dir)
+        self.reporter = reporter
+        self.attempt = attempt
+        self.parts = parts or build_run(config, ranks=ranks, model_cache_dir=model_cache_dir, program=program)
+        self.sampler = StepSampler(config, self.parts.backend, ranks)
+        self.step = 0
+        self._adapter_version = 0  # adapters handed to a sampler with its own weights (vLLM)
+
+    def __getattr__(self, name: str) -> Any:
+        parts = self.__dict__.get("parts")
+        if parts is None or name.startswith("_") or not hasattr(parts, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(parts, name)
+
+    # --- one step --------------------------------------------------------------------------------
+    def train_step(self, step: int) -> StepResult:
+        started = time.perf_counter()
+        self.system.start_step()
+        self.sampler.samples.clear()
+        examples = self.stream.next_batch(self.config.examples_per_step)  # the whole batch, on every rank
+        ids = [example_id(e, i) for i, e in enumerate(examples)]
+        mine = self.ranks.shard(ids)
+        by_id = dict(zip(ids[mine], examples[mine], strict=True))
+        local = self.scorer.score(
+            self.sampler.rollouts(self.program, self.teachers, examples[mine], ids[mine], step), by_id)
+        self.sampler.finish()
+        rank_sampling_s = time.perf_counter() - started
+        # Everything below sees the whole batch, in example order, on every rank.
+        trajectories = distributed.gather(local, self.ranks)
+        raise_if_mostly_errors(trajectories, f"step {step}")  # a bug, not bad luck: fail the run
+        sampled = time.perf_counter()
+        self.system.sampled()
+        groups, rewards, advantages = self.scorer.groups_and_advantages(trajectories, step)
+        assign_advantages(groups, advantages)
+        batch = self.sampler.policy_examples(groups, set(by_id))
+        # Every rank joins the update when the whole batch has calls, even with none of its own.
+        sleep = getattr(self.backend, "sleep", None)
+        if sleep is not None:
+            sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
+        update_stats = self.updater.update(batch) if any(g.members for g in groups) else {}
+        if self.config.backend == "vllm" and batch:
+            self._publish_adapter()
+        system = self.system.finish()
+        metrics = self.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
+        metrics.update(system)
+        metrics.update({"time/step_s": time.perf_counter() - started, "time/sampling_s": sampled - started,
+                        "time/update_s": update_stats.get("seconds", 0.0)})
+        if self.ranks.distributed:
+            metrics.update(self._rank_timings(rank_sampling_s, update_stats.get("rank_seconds", 0.0)))
+        return StepResult(metrics, trajectories, groups)
+
+    def _rank_timings(self, sampling_s: float, update_s: float) -> dict[str, float]:
+        """Each rank's own sampling and update time (before it waited for the others), so a straggler
+        shows in the run page's System section."""
+        out = {}
+        for rank, (sample, update) in enumerate(distributed.gather_values((sampling_s, update_s), self.ranks)):
+            out[f"system/rank{rank}/sample_s"] = sample
+            out[f"system/rank{rank}/update_s"] = update
+        return out
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Mean rewards on the first `eval_size` dev examples, one rollout each (each rank its shard)."""
+        examples = self.dev_examples[: self.config.eval_size]
+        if not examples:
+            return {}
+        ids = [example_id(e, i) for i, e in enumerate(examples)]
+        mine = self.ranks.shard(ids)
+        trajectories = fork_on_first(self.program, examples[mine], group_size=1,
+                                     generate=self.sampler.generate_fn(10_000_000 + step), example_ids=ids[mine])
+        local = self.scorer.score(trajectories, dict(zip(ids[mine], examples[mine], strict=True)))
+        self.sampler.finish()
+        scored = distributed.gather(local, self.ranks)
+        raise_if_mostly_errors(scored, f"the evaluation after step {step}")
+        out = {"eval/reward/mean": float(np.mean([t.reward for t in scored if t.reward is not None] or [math.nan]))}
+        for name in self.scorer.component_names():
+            values = [t.rewards.get(name) for t in scored if t.rewards.get(name) is not None]
+            out[f"eval/reward/{name}"] = float(np.mean(values)) if values else math.nan
+        return out
+
+    # --- the run -------------------------------------------------------------------------------
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    def save(self) -> Path | None:
+        """Rank 0 writes the checkpoint (every rank holds the same adapter); with sharded weights every
+        rank first helps gather it."""
+        if not (self.ranks.is_main or self.updater.sharded):
+            return None
+        policy_state = self.updater.state_dict()
+        if not self.ranks.is_main:
+            return None
+        path = save_checkpoint(self.checkpoint_root, self.step, policy_state=policy_state,
+                               trainer_state={"step": self.step, "cursor": self.stream.cursor, "attempt": self.attempt},
+                               config=self.config.to_dict())
+        prune_checkpoints(self.checkpoint_root, KEEP_CHECKPOINTS)
+        return path
+
+    def resume(self) -> int:
+        """Load the newest complete checkpoint; returns its step (0 when there is none)."""
+        path = latest_checkpoint(self.checkpoint_root)
+        if path is None:
+            return 0
+        policy_state, trainer_state = load_checkpoint(path)
+        self.updater.load_state_dict(policy_state)
+        self.stream.cursor = int(trainer_state["cursor"])
+        self.step = int(trainer_state["step"])
+        if self.config.backend == "vllm":
+            self._publish_adapter()
+        return self.step
+
+    def _publish_adapter(self) -> None:
+        """Hands the current LoRA weights to a sampler that holds its own copy of the model (vLLM).
+        Versions count this engine's adapters, not the updater's steps: vLLM caches adapters by id,
+        and a resumed run's fresh engine starts from the restored adapter as version 1."""
+        self._adapter_version += 1
+        path = self.updater.save_adapter(self.run_dir / "adapters" / f"v{self._adapter_version}")
+        self.backend.update_adapter(path, version=self._adapter_version)
+        stale = self.run_dir / "adapters" / f"v{self._adapter_version - 2}"
+        if stale.is_dir():  # the engine has loaded the newer ones; keep the disk bounded
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stops what the trainer started beside itself (vLLM's engine process)."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+    def run(self, *, resume: bool = False, stop_after: int | None = None) -> str:
+        """Train to `config.steps` (or `stop_after` steps, for tests); returns the final state."""
+        c = self.config
+        if resume:
+            self.resume()
+        self.reporter.status("running", attempt=self.attempt, step=self.step, total_steps=c.steps,
+                             gpus=visible_gpus(self.device, self.ranks), processes=self.ranks.world)
+        main = self.ranks.is_main
+        try:
+            if c.prompt_optimizer != "none":  # phase 1 (BetterTogether); a resumed run reloads its result
+                from trainer.dspy.prompt_phase import run_prompt_phase
+
+                run_prompt_phase(self)
+            if c.eval_before and self.step == 0:  # the program before its weights train, as step 0
+                self.reporter.step(jsonable({"attempt": self.attempt, "step": 0, "metrics": self.evaluate(0),
+                                             "rollouts": [], "groups": []}))
+            while self.step < c.steps:
+                if main:
+                    self.gate.wait_for(self.step + 1, self.reporter.should_stop)
+                # Rank 0 reads the STOP file; every rank stops at the same step boundary.
+                if distributed.decide(main and self.reporter.should_stop(), self.ranks):
+                    self.reporter.status("cancelled", step=self.step)
+                    return "cancelled"
+                if stop_after is not None and self.step >= stop_after:
+                    return "stopped"
+                result = self.train_step(self.step + 1)
+                self.step += 1
+                if c.eval_every and (self.step % c.eval_every == 0 or self.step == c.steps):
+                    result.metrics.update(self.evaluate(self.step))
+                # Plain JSON for every reporter: NaN (a mean over nothing) becomes null.
+                self.reporter.step(jsonable({
+                    "attempt": self.attempt, "step": self.step, "metrics": result.metrics,
+                    "rollouts": [t.to_dict() for t in result.trajectories],
+                    "groups": [g.to_dict() for g in result.groups],
+                }))
+                if c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+                    self.save()
+        except Exception as exc:
+            self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")
+            raise
+        # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy),
+        # here or on another machine: they name the run's model id, not this machine's model folder
+        from trainer.models import adapter_readme
+
+        self.updater.save_final_adapter(self.run_dir / FINAL_ADAPTER_DIR, write=main, base_model=c.model,
+                                        readme=adapter_readme(c))
+        self.reporter.status("succeeded", step=self.step)
+        return "succeeded"

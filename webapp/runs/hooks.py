@@ -1,0 +1,77 @@
+"""What the apps above runs add to the run pages. Alerts and experiments use runs, never the other way
+round: each registers here from its AppConfig.ready(), and this registry imports none of them.
+
+- the alert badge: the run page's socket sends the watcher's count with each alert notice
+  (webapp/alerts/apps.py registers `alert_unseen_open_count`);
+- run page extras: context the run page and the compare page add about their runs
+  (webapp/experiments/apps.py: the experiments the runs belong to);
+- launch actions: another submit button of the launch form, which launches something else from the
+  same validated form (webapp/experiments/apps.py: "Launch experiment").
+
+Registering under a name again replaces the entry, so a ready() that runs twice registers once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LaunchAction:
+    """The launch form's button named after this action: `offered(task)` says whether the form shows
+    it for that task; `launch(request, form)` gets the valid form and answers with a response, or
+    None after adding the form's errors (the form is then shown again, 400)."""
+
+    offered: Callable[[Any], bool]
+    launch: Callable[[Any, Any], Any]
+
+
+_badge_counter: list[Callable[[Any], int]] = []  # at most one: whoever counts the topbar's alert badge
+_page_extras: dict[str, Callable[[list], dict[str, Any]]] = {}
+_launch_actions: dict[str, LaunchAction] = {}
+
+
+# --- the alert badge ----------------------------------------------------------------------------
+def register_badge_counter(counter: Callable[[Any], int]) -> None:
+    """`counter(user)`: the user's unseen open alerts, as the topbar shows them."""
+    _badge_counter[:] = [counter]
+
+
+def badge_count(user) -> int | None:
+    """The user's alert badge (None: no app counts one). Synchronous: it may query the database."""
+    return _badge_counter[0](user) if _badge_counter else None
+
+
+# --- run page extras ----------------------------------------------------------------------------
+def register_run_page_extras(name: str, extras: Callable[[list], dict[str, Any]]) -> None:
+    """`extras(runs)`: context entries the run page (one run) and the compare page (the chosen runs) add."""
+    _page_extras[name] = extras
+
+
+def run_page_extras(runs: Iterable) -> dict[str, Any]:
+    """Every registered app's context entries for a page about these runs (the caller could see them)."""
+    runs = list(runs)
+    context: dict[str, Any] = {}
+    for extras in _page_extras.values():
+        context.update(extras(runs))
+    return context
+
+
+# --- launch actions -----------------------------------------------------------------------------
+def register_launch_action(button: str, action: LaunchAction) -> None:
+    """`button`: the name of the launch form's submit button that asks for this action."""
+    _launch_actions[button] = action
+
+
+def launch_action_chosen(posted: Mapping[str, Any]) -> LaunchAction | None:
+    """The action whose button submitted the launch form (None: the plain "Launch run")."""
+    return next((action for button, action in _launch_actions.items() if posted.get(button)), None)
+
+
+def launch_actions_offered(task) -> list[str]:
+    """The buttons of the actions the launch form offers for `task` (None: no task, none offered)."""
+    if task is None:
+        return []
+    return [button for button, action in _launch_actions.items() if action.offered(task)]
