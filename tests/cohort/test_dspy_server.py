@@ -95,9 +95,10 @@ def test_compile_with_a_client_trains_on_the_server_and_returns_the_downloaded_a
     assert not (tmp_path / "stolen").exists()
 
 
-def test_a_run_over_the_owners_limit_is_refused_by_the_server(server, multihop_task, owner, tmp_path):
+def test_a_run_over_the_owners_limit_is_refused_by_the_server(asgi_server, multihop_task, owner, tmp_path):
+    # Refused at creation, before any worker: the session's server will do.
     LimitOverride.objects.create(user=owner, tokens_per_run=10)
-    optimizer = MMGRPO(client=Client(server, token_create(user=owner, name="nb")[1]), task="multihop",
+    optimizer = MMGRPO(client=Client(asgi_server, token_create(user=owner, name="nb")[1]), task="multihop",
                        model=MODEL, run_dir=tmp_path / "client", **TINY)
     with pytest.raises(CohortAPIError) as refused:
         optimizer.compile(student(), trainset=trainset())

@@ -68,10 +68,12 @@ def step_result(config: RunConfig, ranks: Ranks):
             "rollouts": [t.to_dict() for t in gathered]}
 
 
-def groups_worker(rank: int, world: int, init_file: str, config: dict, out_dir: str) -> None:
+def groups_worker(rank: int, world: int, init_file: str, configs: list[dict], out_dir: str) -> None:
+    """`step_result` of each config, one after the other in the same two processes (a spawn each would
+    cost more than the step)."""
     ranks = join(rank, world, init_file)
-    result = step_result(RunConfig.from_dict(config), ranks)
-    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps(result))
+    results = [step_result(RunConfig.from_dict(config), ranks) for config in configs]
+    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps(results))
     dist.destroy_process_group()
 
 
@@ -95,13 +97,14 @@ def lora_after_one_update(model_path: str, examples, ranks: Ranks, **update):
     return {n: p.detach().clone() for n, p in lora_parameters(model).items()}, stats
 
 
-def update_worker(rank: int, world: int, init_file: str, model_path: str, update: dict, out_dir: str) -> None:
+def update_worker(rank: int, world: int, init_file: str, model_path: str, updates: list[dict], out_dir: str) -> None:
+    """(weights, stats) after one update with each of `updates`, each from a freshly loaded model."""
     ranks = join(rank, world, init_file)
     examples = update_examples()
     # Uneven shards on purpose: rank 0 holds 4 calls, rank 1 holds 2.
     part = examples[:4] if rank == 0 else examples[4:]
-    weights, stats = lora_after_one_update(model_path, part, ranks, **update)
-    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps((weights, stats)))
+    results = [lora_after_one_update(model_path, part, ranks, **update) for update in updates]
+    Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps(results))
     dist.destroy_process_group()
 
 

@@ -60,33 +60,27 @@ def train(run_dir, cfg, **run):
         trainer.close()
 
 
-def test_mipro_then_weights_reports_trials_and_trains_the_chosen_prompts(tmp_path, data):
-    assert train(tmp_path, config(data)) == "succeeded"
-    events = read_events(tmp_path / "events.jsonl")
-    phase = [e for e in events if e["type"] == "prompts"]
+def test_mipro_reports_its_trials_and_a_run_stopped_after_phase_1_resumes_and_trains_the_chosen_prompts(
+        tmp_path, data):
+    # One MIPROv2 search serves both halves: a run stopped between the phases must not search again.
+    assert train(tmp_path, config(data), stop_after=0) == "stopped"
+    phase = [e for e in read_events(tmp_path / "events.jsonl") if e["type"] == "prompts"]
     assert phase[0] == {"type": "prompts", "attempt": 1, "event": "started", "optimizer": "mipro_light", "model": MODEL}
     trials = [e for e in phase if e["event"] == "trial"]
     assert len(trials) >= 2 and [t["trial"] for t in trials] == list(range(1, len(trials) + 1))
     assert all(0.0 <= t["score"] <= 100.0 for t in trials)
     chosen = phase[-1]
     assert chosen["event"] == "chosen" and set(chosen["modules"]) == {"solve"}
-    instructions = chosen["modules"]["solve"]["instructions"]
-    # phase 1 ends before the first step, and phase 2 trains the program it chose
-    assert events.index(chosen) < next(i for i, e in enumerate(events) if e["type"] == "step")
-    step = next(e for e in events if e["type"] == "step")
-    assert all(instructions in r["calls"][0]["messages"][0]["content"] for r in step["rollouts"])
+    assert [e for e in phase if e["event"] == "chosen"] == [chosen]
     assert (tmp_path / PHASE_STATE).is_file()
 
-
-def test_a_run_stopped_after_phase_1_resumes_without_searching_again(tmp_path, data):
-    assert train(tmp_path, config(data), stop_after=0) == "stopped"  # killed between the phases
-    chosen = [e for e in read_events(tmp_path / "events.jsonl") if e.get("event") == "chosen"]
-    assert len(chosen) == 1
     assert train(tmp_path, config(data), resume=True) == "succeeded"
     events = read_events(tmp_path / "events.jsonl")
     assert [e["event"] for e in events if e["type"] == "prompts"].count("started") == 1
+    # phase 1 ended before the first step, and phase 2 trains the program it chose
+    assert events.index(chosen) < next(i for i, e in enumerate(events) if e["type"] == "step")
     step = next(e for e in events if e["type"] == "step")
-    instructions = chosen[0]["modules"]["solve"]["instructions"]
+    instructions = chosen["modules"]["solve"]["instructions"]
     assert all(instructions in r["calls"][0]["messages"][0]["content"] for r in step["rollouts"])
 
 

@@ -40,36 +40,40 @@ def test_a_rank_shard_is_contiguous_and_covers_the_batch():
     assert SINGLE.shard(range(5)) == slice(0, 5)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_two_ranks_compute_the_groups_advantages_and_metrics_of_one_process(case, tmp_path):
+def test_two_ranks_compute_the_groups_advantages_and_metrics_of_one_process(tmp_path):
+    """Each case of CASES, all in one pair of rank processes."""
     from tests.trainer.rank_workers import groups_worker
 
-    fields = {"program": "toy", "group_size": 4, "rollouts_per_example": 4, "examples_per_step": 4,
-              "rewards": TWO_REWARDS, "padding": "fill", **CASES[case]}
-    config = RunConfig.from_dict(fields)
-    single = step_result(config, SINGLE)
-    assert single["groups"] and any(a != 0 for a in single["advantages"])  # a case worth comparing
-    ranks = on_ranks(groups_worker, 2, tmp_path, config.to_dict())
-    for result in ranks:
-        assert result["rollouts"] == single["rollouts"]
-        assert result["groups"] == single["groups"]
-        assert result["advantages"] == pytest.approx(single["advantages"], abs=1e-12)
-        assert result["metrics"] == pytest.approx(single["metrics"], nan_ok=True)
+    configs = {case: RunConfig.from_dict({
+        "program": "toy", "group_size": 4, "rollouts_per_example": 4, "examples_per_step": 4,
+        "rewards": TWO_REWARDS, "padding": "fill", **CASES[case]}) for case in sorted(CASES)}
+    singles = {case: step_result(config, SINGLE) for case, config in configs.items()}
+    for case, single in singles.items():
+        assert single["groups"] and any(a != 0 for a in single["advantages"]), case  # a case worth comparing
+    ranks = on_ranks(groups_worker, 2, tmp_path, [config.to_dict() for config in configs.values()])
+    for results in ranks:
+        for (case, single), result in zip(singles.items(), results, strict=True):
+            assert result["rollouts"] == single["rollouts"], case
+            assert result["groups"] == single["groups"], case
+            assert result["advantages"] == pytest.approx(single["advantages"], abs=1e-12), case
+            assert result["metrics"] == pytest.approx(single["metrics"], nan_ok=True), case
 
 
-@pytest.mark.parametrize("aggregation", ["token", "sequence"])
-def test_two_ranks_make_the_update_of_one_process_over_the_whole_batch(aggregation, tiny_model_path, tmp_path):
+def test_two_ranks_make_the_update_of_one_process_over_the_whole_batch(tiny_model_path, tmp_path):
+    """Token and sequence aggregation, both in one pair of rank processes."""
     from tests.trainer.rank_workers import update_worker
 
-    update = {"micro_batch_size": 2, "aggregation": aggregation}
-    single, single_stats = lora_after_one_update(str(tiny_model_path), update_examples(), SINGLE, **update)
-    ranks = on_ranks(update_worker, 2, tmp_path, str(tiny_model_path), update)
-    for weights, stats in ranks:
-        assert weights.keys() == single.keys()
-        for name, value in weights.items():
-            assert value.allclose(single[name], atol=1e-6), name
-        for key in ("loss", "grad_norm", "completion_tokens", "tokens", "clip_fraction"):
-            assert stats[key] == pytest.approx(single_stats[key], rel=1e-5, abs=1e-7), key
+    updates = [{"micro_batch_size": 2, "aggregation": aggregation} for aggregation in ("token", "sequence")]
+    singles = [lora_after_one_update(str(tiny_model_path), update_examples(), SINGLE, **u) for u in updates]
+    ranks = on_ranks(update_worker, 2, tmp_path, str(tiny_model_path), updates)
+    for results in ranks:
+        for update, (single, single_stats), (weights, stats) in zip(updates, singles, results, strict=True):
+            aggregation = update["aggregation"]
+            assert weights.keys() == single.keys()
+            for name, value in weights.items():
+                assert value.allclose(single[name], atol=1e-6), (aggregation, name)
+            for key in ("loss", "grad_norm", "completion_tokens", "tokens", "clip_fraction"):
+                assert stats[key] == pytest.approx(single_stats[key], rel=1e-5, abs=1e-7), (aggregation, key)
 
 
 def test_sharded_weights_make_the_same_update(tiny_model_path, tmp_path):
