@@ -47,9 +47,10 @@ DATABASE_FIXTURES = frozenset({
 # folders ending in "/" or files, relative to the project root); the rest of them run in the services
 # suite. The database tests both suites run take the same time in each, so this is where the two are
 # evened out, by the times .ci/report.py prints (docs/decisions.md, "CI in half the time"): the vLLM
-# engine's tests and the trainer's own (no Django at all).
+# engine's tests, the trainer's own (no Django at all), cohort/'s (the client and the DSPy optimizer) and
+# the benchmarks' (the services suite ran 340 s longer than the embedded one with them in it).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
-EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/",)
+EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/cohort/", "tests/benchmarks/")
 
 
 def touches_database(item: pytest.Item) -> bool:
