@@ -75,3 +75,19 @@ def test_migrations_are_in_sync_with_models():
         DJANGO_SETTINGS_MODULE="webapp.settings",
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_web_app_and_the_worker_load_without_the_training_stack():
+    """Every Django process (daphne, the Celery worker, each manage.py command) starts in seconds: none of
+    the web app's modules imports torch, transformers, PEFT, DSPy or vLLM. A trainer package whose
+    __init__ loads its heavy modules (trainer/models/ did, through the model cache's light module)
+    would put them into every one of those starts."""
+    heavy = ("torch", "transformers", "peft", "dspy", "vllm")
+    result = run_python(LOAD + "; import sys, importlib; from django.urls import get_resolver; "
+                        "get_resolver().url_patterns; "
+                        "[importlib.import_module(m) for m in ('webapp.asgi', 'webapp.runs.forms', "
+                        "'webapp.runs.model_offer', 'webapp.runs.admin', 'webapp.datasets.admin', 'workers.tasks', "
+                        "'workers.supervisor')]; "
+                        f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import BUILTIN_MODELS, ConfigError, RunConfig
-from trainer.models import ModelBuildError, build_builtin_model
+from trainer.models.builtin import build_builtin_model
+from trainer.models.smollm2 import ModelBuildError
 
 
 def resolve_model_path(config: RunConfig, program: Any, cache_dir: str | Path | None = None) -> str:
