@@ -47,10 +47,10 @@ DATABASE_FIXTURES = frozenset({
 # folders ending in "/" or files, relative to the project root); the rest of them run in the services
 # suite. The database tests both suites run take the same time in each, so this is where the two are
 # evened out, by the times .ci/report.py prints (docs/decisions.md, "CI in half the time"): the vLLM
-# engine's tests, the trainer's own (no Django at all), cohort/'s (the client and the DSPy optimizer) and
-# the benchmarks' (the services suite ran 340 s longer than the embedded one with them in it).
+# engine's tests, the trainer's own (no Django at all) and the benchmarks' (fresh-ci on a fast day: the
+# services suite 888 s and the embedded one 1,091 s with cohort/'s tests, 118 s, in the embedded one).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
-EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/cohort/", "tests/benchmarks/")
+EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/benchmarks/")
 
 
 def touches_database(item: pytest.Item) -> bool:

@@ -51,8 +51,8 @@ def test_a_test_without_the_database_runs_once_in_the_suite_that_evens_them_out(
     assert suites_of(FakeItem("tests/webapp/test_stack.py")) == ["services"]
     assert suites_of(FakeItem("tests/trainer/test_loop.py")) == ["embedded"]
     assert suites_of(FakeItem("tests/trainer_notes.py")) == ["services"]  # a folder's prefix ends in "/"
-    assert suites_of(FakeItem("tests/cohort/test_dspy.py")) == ["embedded"]
-    assert suites_of(FakeItem("tests/examples/test_cohort_hotpot.py")) == ["services"]
+    assert suites_of(FakeItem("tests/cohort/test_dspy.py")) == ["services"]
+    assert suites_of(FakeItem("tests/benchmarks/test_gpu_smoke.py")) == ["embedded"]
     assert suites_of(FakeItem("tests/workers/test_vllm_runs.py", marks={**mark("vllm"), **mark("django_db"),
                                                                         **mark("backend_neutral", reason="r")})) == [
         "embedded"]
