@@ -57,17 +57,23 @@ def touches_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & set(item.fixturenames))
 
 
-def neutral_reason(item: pytest.Item) -> str | None:
-    """The stated reason of a `backend_neutral` mark, None without the mark; a mark without a reason,
-    or on a test that never touches the database, is a usage error."""
-    mark = item.get_closest_marker(NEUTRAL)
+def _stated_reason(item: pytest.Item, name: str, what: str) -> str | None:
+    """The reason of mark `name` on `item` (None without the mark); a usage error without one, saying
+    `what` the reason should tell."""
+    mark = item.get_closest_marker(name)
     if mark is None:
         return None
     reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
     if not isinstance(reason, str) or not reason.strip():
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{NEUTRAL} needs a reason "
-                                f"(why this test reads the same on PostgreSQL and SQLite)")
-    if not touches_database(item):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} needs a reason ({what})")
+    return reason
+
+
+def neutral_reason(item: pytest.Item) -> str | None:
+    """The stated reason of a `backend_neutral` mark, None without the mark; a mark without a reason,
+    or on a test that never touches the database, is a usage error."""
+    reason = _stated_reason(item, NEUTRAL, "why this test reads the same on PostgreSQL and SQLite")
+    if reason is not None and not touches_database(item):
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{NEUTRAL} on a test that never touches the "
                                 "database (it runs once anyway): remove the mark")
     return reason
@@ -76,14 +82,8 @@ def neutral_reason(item: pytest.Item) -> str | None:
 def postgresql_only_reason(item: pytest.Item) -> str | None:
     """The stated reason of a `postgresql_only` mark, None without the mark (a usage error without a
     reason, or beside `backend_neutral`, which would say the same twice)."""
-    mark = item.get_closest_marker(POSTGRESQL_ONLY)
-    if mark is None:
-        return None
-    reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
-    if not isinstance(reason, str) or not reason.strip():
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{POSTGRESQL_ONLY} needs a reason "
-                                "(which PostgreSQL mechanism it tests)")
-    if item.get_closest_marker(NEUTRAL) is not None:
+    reason = _stated_reason(item, POSTGRESQL_ONLY, "which PostgreSQL mechanism it tests")
+    if reason is not None and item.get_closest_marker(NEUTRAL) is not None:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{POSTGRESQL_ONLY} already runs in one suite: "
                                 f"remove @pytest.mark.{NEUTRAL}")
     return reason

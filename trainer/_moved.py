@@ -27,7 +27,7 @@ MOVED_MODULES: dict[str, tuple[str, ...]] = {
     "trainer.advantages": ("trainer.algorithms.advantages",),
     "trainer.batching": ("trainer.policy.batching",),
     "trainer.checkpoint": ("trainer.run.checkpoint",),
-    "trainer.cli": ("trainer.run.cli",),
+    "trainer.cli": ("trainer.run.cli", "trainer.policy.adapter_files"),  # and FINAL_ADAPTER_DIR
     "trainer.distributed": ("trainer.policy.distributed",),
     "trainer.failures": ("trainer.rollouts.failures",),
     "trainer.gate": ("trainer.run.gate",),

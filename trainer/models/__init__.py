@@ -11,21 +11,11 @@ load torch and transformers into the web server.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trainer._lazy import lazy_names
 
-_PUBLIC = {
+__all__, __getattr__ = lazy_names(__name__, {
     "trainer.config": ("BUILTIN_MODELS", "SMOLLM2_MODEL", "TINY_MODEL"),
     "trainer.models.builtin": ("adapter_readme", "build_builtin_model"),
     "trainer.models.smollm2": ("ModelBuildError", "ensure_smollm2"),
     "trainer.models.tiny": ("DEFAULT_TINY_DIR_ENV", "build_tiny_model", "ensure_tiny_model"),
-}
-_HOME = {name: module for module, names in _PUBLIC.items() for name in names}
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trainer.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+})

@@ -14,10 +14,9 @@ served from their modules on first use, so importing a light module of this pack
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trainer._lazy import lazy_names
 
-_PUBLIC = {
+__all__, __getattr__ = lazy_names(__name__, {
     "trainer.policy.batching": ("PolicyBatch", "PolicyExample", "as_example", "encode_completion", "encode_prompt",
                                 "tokenize_examples"),
     "trainer.policy.logprobs": ("MismatchTotals", "importance_weights", "sequence_logprobs"),
@@ -28,13 +27,4 @@ _PUBLIC = {
     "trainer.policy.sharding": ("is_sharded", "pad_micro_batches"),
     "trainer.policy.update_config": ("SCHEDULERS", "UpdateConfig"),
     "trainer.policy.updater": ("PolicyUpdater",),
-}
-_HOME = {name: module for module, names in _PUBLIC.items() for name in names}
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trainer.policy' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+})

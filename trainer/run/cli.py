@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 from trainer.config import RunConfig, preset_titles
-from trainer.policy.adapter_files import FINAL_ADAPTER_DIR  # noqa: F401 - its old home, for callers
 
 STOP_FILE = "STOP"
 
