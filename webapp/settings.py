@@ -105,7 +105,7 @@ TEMPLATES = [
     },
 ]
 
-# --- Read API (webapp/api, Django REST framework): GET only, JSON only ---------------------------
+# --- API (webapp/api, Django REST framework): JSON only; reads, run creation, the logging API ------
 REST_FRAMEWORK = {
     # A personal token first, so an unauthenticated request is answered 401 with its challenge.
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -114,24 +114,29 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE (a 413 past it); the logging API's steps take more.
+    "DEFAULT_PARSER_CLASSES": ["webapp.api.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
     "URL_FORMAT_OVERRIDE": None,  # one format: `?format=` is an ordinary (ignored) parameter
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
-# The read API's OpenAPI schema (/api/schema/) and its interactive docs (/api/docs/), for signed-in
+# The API's OpenAPI schema (/api/schema/) and its interactive docs (/api/docs/), for signed-in
 # users: the schema says nothing about anyone's runs, but a lab server shows strangers nothing.
 SPECTACULAR_SETTINGS = {
-    "TITLE": "Cohort read API",
-    "DESCRIPTION": "Runs, their metrics, rollouts and groups, as the dashboard shows them. Authenticate with "
-                   "a personal token (`Authorization: Bearer <key>`, from /api/tokens/) or the browser session.",
+    "TITLE": "Cohort API",
+    "DESCRIPTION": "Runs, their metrics, rollouts and groups, as the dashboard shows them; run creation; and the "
+                   "logging API, through which a trainer outside Cohort (TRL, a PyTorch loop) streams a run in. "
+                   "Authenticate with a personal token (`Authorization: Bearer <key>`, from /api/tokens/) or the "
+                   "browser session.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The logging API's finish takes two of the run states: an enum of its own beside the run's.
+    "ENUM_NAME_OVERRIDES": {"StateEnum": "webapp.runs.models.Run.State", "FinishStateEnum": ["succeeded", "failed"]},
 }
 
 # --- Database -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from trainer.run.cli import STOP_FILE
 from webapp.datasets.export import ExportError, task_export
 from webapp.limits.model_allowlist import trainer_environment
 from webapp.runs.ingest import step_events_ingest
-from webapp.runs.messages import StatusNotice, StepNotice, notice_send
+from webapp.runs.messages import StatusNotice, notice_send, step_notices_send
 from webapp.runs.models import Run
 from webapp.runs.prompt_phase import run_record_prompt_events
 from webapp.runs.services import (
@@ -164,10 +164,7 @@ class Supervisor:
                 self.final_status = event
         if prompts is not None:  # phase 1's progress: the page redraws its trials and chosen prompts
             notify(self.run.pk, {"type": "prompts", "run": self.run.pk, **prompts})
-        for metric in stored:
-            notice: StepNotice = {"type": "step", "run": self.run.pk, "seq": metric.seq, "step": metric.step,
-                                  "metrics": metric.metrics}
-            notify(self.run.pk, notice)
+        step_notices_send(self.run.pk, stored)
 
     def heartbeat(self) -> str | None:
         try:

@@ -8,8 +8,11 @@
     const badge = document.getElementById("run-state");
     badge.textContent = runState;
     badge.className = "state state-" + runState;
-    document.getElementById("cancel-form").hidden = !["queued", "running", "interrupted"].includes(runState);
-    document.getElementById("resume-form").hidden = !["interrupted", "failed"].includes(runState);
+    // A run trained elsewhere has neither form: Cohort cannot stop or resume it.
+    const cancel = document.getElementById("cancel-form");
+    if (cancel) cancel.hidden = !["queued", "running", "interrupted"].includes(runState);
+    const resume = document.getElementById("resume-form");
+    if (resume) resume.hidden = !["interrupted", "failed"].includes(runState);
     if (currentStep !== undefined && currentStep !== null) document.getElementById("run-step").textContent = currentStep;
     // "Run N is queued." was true when the page loaded; once the run moved on it would mislead.
     if (runState !== "queued") document.querySelectorAll(".messages li.run-queued").forEach((li) => li.remove());

@@ -6,7 +6,8 @@ and groups, an alert rule, an API token, a queued run). Every GET is made as A, 
 an anonymous client and as staff: A and staff get the page, B a 404 (never the object, never a 500),
 the anonymous client the login redirect (pages) or a 401 (the API and the JSON preference endpoint).
 A view that only takes POST answers a GET with 405 to A and B alike. Every state-changing POST is
-then made with and without the CSRF token: without it, 403 for everyone; with it, B gets 404, the
+then made with and without the CSRF token (the logging API's as JSON, the token in its header):
+without it, 403 for everyone signed in (and the API's 401 anonymous); with it, B gets 404, the
 anonymous client the login redirect or 401, A (and staff) an answer that is neither. A URL the walker
 cannot fill fails the test until it gets a filler below or is listed, with its reason, as public or
 per-user. The admin (its own staff check) is walked too: nobody but staff gets a page there.
@@ -38,6 +39,7 @@ PUBLIC = {
 PER_USER = {  # each user sees their own (lists, settings, forms); no other user's object is named
     "alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue", "runs:list",
     "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",
+    "api:external_runs",  # starts a run of the caller's (the logging API)
 }
 # Any other address under /api/: the API's JSON 404 for everyone signed in (401 anonymous).
 UNKNOWN = {"api:unknown": "no-such-endpoint/"}
@@ -48,7 +50,10 @@ QUERY = {"runs:example_history_query": "?example={example_id}", "runs:trajectori
 STRANGER_QUERY_STATUS = {"runs:compare": {400, 404}}
 # JSON endpoints for scripts: 401 instead of the login redirect pages give
 JSON_FOR_ANONYMOUS = {"api:runs", "api:run", "api:metrics", "api:rollouts", "api:groups", "prefs:preference",
-                      "api:schema", "api:unknown", "api:adapter"}
+                      "api:schema", "api:unknown", "api:adapter", "api:external_runs", "api:steps", "api:finish"}
+# The API's state-changing endpoints (the logging API) take JSON: a browser session posts it with the CSRF
+# token in the X-CSRFToken header. Without a session there is no CSRF to check: anonymous is the API's 401.
+JSON_POST = {"api:external_runs", "api:steps", "api:finish"}
 # URLs of A's run in another state than the walker's running run: the queue's (a queued run) and the
 # adapter download (a succeeded run that trained one).
 RUN_FOR = {"scheduling:": "queued", "api:adapter": "finished"}
@@ -175,29 +180,36 @@ def csrf_token(client: Client) -> str:
     return secret
 
 
+def post(client: Client, path: str, name: str, token: str | None = None):
+    """A POST as the page's form sends it, or for the JSON API as a script in a signed-in browser would."""
+    if name in JSON_POST:
+        return client.post(path, "{}", content_type="application/json", **({"HTTP_X_CSRFTOKEN": token} if token else {}))
+    return client.post(path, {"csrfmiddlewaretoken": token} if token else {})
+
+
 def test_every_state_changing_post_with_and_without_csrf(world):
     actions = _post_only(world)
     names = {name for _, name in actions}
     # the actions the issue names are among those found
     assert {"runs:cancel", "runs:resume", "runs:archive", "runs:unarchive", "alerts:rule_delete", "api:token_revoke",
-            "scheduling:cancel", "scheduling:front"} <= names, names
+            "scheduling:cancel", "scheduling:front"} | JSON_POST <= names, names
     for route, name in actions:
         path = path_for(route, name, world)
         for user in (world["a"], world["b"], None):
-            refused = client_for(user, csrf=True).post(path, {})
-            assert refused.status_code == 403, f"POST {path} without CSRF as {user}: {refused.status_code}"
+            refused = post(client_for(user, csrf=True), path, name)
+            expected = 401 if user is None and name in JSON_POST else 403
+            assert refused.status_code == expected, f"POST {path} without CSRF as {user}: {refused.status_code}"
         anonymous = client_for(None, csrf=True)
-        token = csrf_token(anonymous)
-        response = anonymous.post(path, {"csrfmiddlewaretoken": token})
+        response = post(anonymous, path, name, csrf_token(anonymous))
         assert response.status_code in anonymous_expected(name), f"POST {path} anonymous: {response.status_code}"
         stranger = client_for(world["b"], csrf=True)
-        response = stranger.post(path, {"csrfmiddlewaretoken": csrf_token(stranger)})
+        response = post(stranger, path, name, csrf_token(stranger))
         allowed = {404} if name not in PER_USER else {200, 204, 302, 400}
         if name == "scheduling:front":  # staff only, refused before any run is looked up
             allowed = {403}
         assert response.status_code in allowed, f"POST {path} as a stranger: {response.status_code}"
         owner = client_for(world["staff"] if name == "scheduling:front" else world["a"], csrf=True)
-        response = owner.post(path, {"csrfmiddlewaretoken": csrf_token(owner)})
+        response = post(owner, path, name, csrf_token(owner))
         assert response.status_code not in (403, 404, 405) and response.status_code < 500, (
             f"POST {path} as the one allowed: {response.status_code}")
 

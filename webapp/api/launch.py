@@ -27,7 +27,7 @@ from webapp.limits.user_paths import program_states_folder
 from webapp.nul_guard import holds_nul
 from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
 from webapp.runs.launch import config_defaults
-from webapp.runs.models import Task
+from webapp.runs.models import EXTERNAL_PROGRAM, Task
 from webapp.runs.params import BadParam
 
 BODY_KEYS = ("task", "program", "name", "tags", "notes", "preset", "config", "program_state")
@@ -110,6 +110,9 @@ def _task(value: Any, errors: dict[str, list[str]]) -> Task | None:
     task = tasks.filter(pk=value).first() if isinstance(value, int) else tasks.filter(name=value).first()
     if task is None:
         errors["task"] = [f"No task {value!r}."]
+    elif task.program.name == EXTERNAL_PROGRAM:
+        errors["task"] = [f"Task {task.name!r} holds only runs trained elsewhere and logged through the API: "
+                          "Cohort's workers have no program to train it with."]
     return task
 
 

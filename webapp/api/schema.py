@@ -48,7 +48,10 @@ class RunSerializer(serializers.Serializer):
     task = serializers.CharField()
     program = serializers.CharField()
     owner = serializers.CharField()
-    config = serializers.DictField(help_text="The run's trainer.config.RunConfig, as JSON.")
+    origin = serializers.CharField(help_text=(
+        "Who trains it: 'cohort' (Cohort's worker) or the trainer that logs it through the API ('trl', 'sdk')."))
+    config = serializers.DictField(help_text=(
+        "The run's trainer.config.RunConfig, as JSON; for a run trained elsewhere, its trainer's settings."))
     summary = RunSummarySerializer()
 
 
@@ -173,6 +176,7 @@ def create_responses(ok) -> dict:
                                                                 "allow-list refused it; nothing was queued."),
         401: OpenApiResponse(ErrorSerializer, description="No, a malformed, unknown or revoked token."),
         403: OpenApiResponse(ErrorSerializer, description="Signed in by session without the CSRF token."),
+        413: OpenApiResponse(ErrorSerializer, description="The body is over DATA_UPLOAD_MAX_MEMORY_SIZE."),
     }
 
 

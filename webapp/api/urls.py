@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from webapp.api import pages, views
+from webapp.api import logging_views, pages, views
 
 app_name = "api"
 
@@ -17,6 +17,10 @@ urlpatterns = [
     path("runs/<int:run_id>/adapter/", views.run_adapter, name="adapter"),
     path("runs/<int:run_id>/steps/<int:step>/rollouts/", views.step_rollouts, name="rollouts"),
     path("runs/<int:run_id>/steps/<int:step>/groups/", views.step_groups, name="groups"),
+    # The logging API: runs trained elsewhere (webapp/api/logging_views.py).
+    path("external/runs/", logging_views.external_run_create, name="external_runs"),
+    path("runs/<int:run_id>/steps/", logging_views.run_steps_log, name="steps"),
+    path("runs/<int:run_id>/finish/", logging_views.run_finish, name="finish"),
     # Last: any other address under /api/ is the API's JSON 404 (401 anonymous), not an HTML page.
     re_path(r"^(?P<rest>[\s\S]*)$", views.unknown, name="unknown"),
 ]

@@ -231,7 +231,7 @@ class TaskAdmin(admin.ModelAdmin):
 class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "owner", "task", "state", "attempt", "current_step", "total_steps",
                     "best_reward", "storage", "created_at", "heartbeat_at"]
-    list_filter = ["state", "task__program", "owner"]
+    list_filter = ["state", "origin", "task__program", "owner"]
 
     @admin.display(description="storage", ordering="storage_bytes")
     def storage(self, obj):
@@ -241,8 +241,9 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["owner", "task"]
     date_hierarchy = "created_at"
     # State changes go through Run.transition (the state machine), never a free-form edit.
+    # Who trains a run decides what Cohort may do with it (webapp/runs/external.py): never edited either.
     readonly_fields = ["state", "attempt", "current_step", "last_seq", "heartbeat_at", "worker", "storage_bytes",
-                       "started_at", "finished_at", "created_at"]
+                       "started_at", "finished_at", "created_at", "origin", "external_id"]
 
 
 @admin.register(StepMetric)

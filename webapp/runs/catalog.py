@@ -19,7 +19,7 @@ from django.utils import timezone
 from trainer.config import ConfigError, RunConfig
 from trainer.programs import PROGRAMS, list_programs, program_error, program_info, unavailable_programs
 from webapp.datasets.models import Dataset
-from webapp.runs.models import Program, Task
+from webapp.runs.models import EXTERNAL_PROGRAM, Program, Task
 
 # Built-in tasks: (task name, program name, title, description). Their examples are generated in
 # code by the program, so they work on a fresh install with no dataset.
@@ -72,11 +72,23 @@ def builtin_tasks_sync() -> list[Task]:
     for name, program_name, title, description in BUILTIN_TASKS:
         program = Program.objects.get(name=program_name)
         rewards = program_info(program_name)["default_rewards"]
-        task, _ = Task.objects.get_or_create(
-            name=name, defaults={"title": title, "description": description, "program": program, "rewards": rewards},
-        )
+        task = _task_get_or_create(name, {"title": title, "description": description, "program": program,
+                                          "rewards": rewards})
         tasks.append(task)
     return tasks
+
+
+def _task_get_or_create(name: str, defaults: dict) -> Task:
+    """The task of this name, created from `defaults` when missing. A task that a run trained elsewhere
+    created under this name first (webapp/runs/external.py: its program is EXTERNAL_PROGRAM, which
+    nothing can launch) becomes the real one, its runs staying in it, as a sync after them would have
+    found it. Otherwise an admin's edits to an existing task are kept."""
+    task, created = Task.objects.get_or_create(name=name, defaults=defaults)
+    if not created and task.program.name == EXTERNAL_PROGRAM:
+        for field, value in defaults.items():
+            setattr(task, field, value)
+        task.save()
+    return task
 
 
 def catalog_sync() -> dict[str, int]:
@@ -150,7 +162,7 @@ def data_tasks_sync() -> tuple[list[Task], list[str]]:
             continue
         rewards = [dict(r) for r in (spec.rewards or program_info(spec.program)["default_rewards"])]
         task_rewards_check(spec.program, rewards)
-        task, _ = Task.objects.get_or_create(name=spec.name, defaults={
+        task = _task_get_or_create(spec.name, {
             "title": spec.title, "description": spec.description, "program": Program.objects.get(name=spec.program),
             "dataset": found[spec.dataset], "corpus": found.get(spec.corpus), "rewards": rewards})
         tasks.append(task)

@@ -25,7 +25,7 @@ from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.launch_widgets import program_option_attrs, reward_registry, shown_when
 from webapp.runs.model_offer import model_offer
 from webapp.runs.models import Program, Run, Task
-from webapp.runs.selectors import DEFAULT_SORT, RUN_SORTS, RunSearch
+from webapp.runs.selectors import DEFAULT_SORT, RUN_SORTS, RunSearch, launchable_tasks
 
 # Filled from the task, or not user-facing (the worker exports the task's dataset to these files).
 NOT_ON_FORM = {"program", "train_data", "dev_data", "corpus_data"}
@@ -194,7 +194,7 @@ class ProgramSelect(forms.Select):
 class RunLaunchForm(forms.Form):
     """Task, program, name, and every RunConfig field; `cleaned_data["config"]` is the RunConfig."""
 
-    task = forms.ModelChoiceField(queryset=Task.objects.select_related("program", "dataset"), empty_label=None,
+    task = forms.ModelChoiceField(queryset=launchable_tasks().select_related("program", "dataset"), empty_label=None,
                                   help_text="What to train on: a dataset (or generated examples) and its rewards.")
     program = forms.ModelChoiceField(queryset=Program.objects.filter(is_active=True), to_field_name="name",
                                      empty_label=None, widget=ProgramSelect,

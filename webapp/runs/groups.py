@@ -61,12 +61,15 @@ def _distinct(values, decimals: int = DECIMALS) -> int:
 
 
 def _weights(run: Run, names: list[str]) -> list[float]:
-    specs = {r.get("name"): r.get("weight", 1.0) for r in (run.config or {}).get("rewards", []) if isinstance(r, dict)}
+    rewards = (run.config or {}).get("rewards") if isinstance(run.config, dict) else None
+    # A run trained elsewhere stores its client's config as sent: anything but a list of specs is no weights.
+    specs = {str(r.get("name")): r.get("weight", 1.0) for r in (rewards if isinstance(rewards, list) else [])
+             if isinstance(r, dict)}
     out = []
     for name in names:
         try:
             out.append(float(specs.get(name, 1.0)))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             out.append(1.0)
     return out
 

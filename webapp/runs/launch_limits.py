@@ -28,17 +28,30 @@ def limits_check_launch(user, config: RunConfig) -> list[LimitError]:
     if user.is_staff:
         return refused
     limits = limits_for_user(user)
-    errors = refused + per_run_errors(limits, config)
+    errors = refused + per_run_errors(limits, config) + _active_runs_errors(user, limits)
     runs = Run.objects.filter(owner=user)
-    active = runs.filter(state__in=Run.ACTIVE_STATES).count()
-    if active >= limits["active_runs"]:
-        errors.append(LimitError(None, f"You already have {active} active runs; your limit is "
-                                       f"{limits['active_runs']} (cancel one or wait for it to finish)."))
     queued = runs.filter(state=Run.State.QUEUED).count()
     if queued >= limits["queued_runs"]:
         errors.append(LimitError(None, f"You already have {queued} queued runs; your limit is "
                                        f"{limits['queued_runs']} queued runs at once."))
     return errors
+
+
+def limits_check_external(user) -> list[LimitError]:
+    """What stops `user` from starting one more run trained elsewhere (webapp/runs/external.py): only
+    the active-run count applies, and runs trained elsewhere count in it as Cohort's do. Such a run
+    is created running, so it never waits in the queue, and Cohort generates no token of it."""
+    if user.is_staff:
+        return []
+    return _active_runs_errors(user, limits_for_user(user))
+
+
+def _active_runs_errors(user, limits: dict[str, int]) -> list[LimitError]:
+    active = Run.objects.filter(owner=user, state__in=Run.ACTIVE_STATES).count()
+    if active < limits["active_runs"]:
+        return []
+    return [LimitError(None, f"You already have {active} active runs; your limit is "
+                             f"{limits['active_runs']} (cancel one or wait for it to finish).")]
 
 
 def limits_check_claim(user, config: RunConfig) -> list[LimitError]:
@@ -53,7 +66,10 @@ def limits_check_claim(user, config: RunConfig) -> list[LimitError]:
 
 def limits_fail_run_over_budget(run: Run) -> bool:
     """At claim time: a queued run whose owner is now over a per-run limit goes queued -> failed with
-    the reason in `error` (compare-and-set, so a concurrent cancel wins). True when it was refused."""
+    the reason in `error` (compare-and-set, so a concurrent cancel wins). True when it was refused.
+    A run trained elsewhere holds no RunConfig and is never queued: it is never refused here."""
+    if run.is_external:
+        return False
     try:
         config = RunConfig.from_dict(run.config)
     except ValueError:

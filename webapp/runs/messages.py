@@ -5,6 +5,7 @@ The websocket only notifies; the database is the source of truth. A client that 
 """
 
 import logging
+from collections.abc import Iterable
 from typing import Any, Literal, TypedDict
 
 from asgiref.sync import async_to_sync
@@ -56,3 +57,12 @@ def notice_send(run_id: int, notice: dict[str, Any]) -> None:
             run_group_name(run_id), {"type": f"run.{notice['type']}", "notice": notice})
     except Exception:
         log.warning("could not notify run %s watchers", run_id, exc_info=True)
+
+
+def step_notices_send(run_id: int, rows: Iterable[Any]) -> None:
+    """One `step` notice per newly stored step (StepMetric rows, seq order), after the ingest's commit:
+    the worker's supervisor and the logging API (webapp/runs/external.py) send the same notices, so
+    an open run page extends its charts whoever trained the run."""
+    for row in rows:
+        notice: StepNotice = {"type": "step", "run": run_id, "seq": row.seq, "step": row.step, "metrics": row.metrics}
+        notice_send(run_id, notice)

@@ -17,6 +17,10 @@ run_state_changed = Signal()
 # steps (webapp/runs/ingest.py); alert rules on step metrics listen to it.
 steps_stored = Signal()
 
+# The Program of tasks that exist only for runs trained elsewhere (webapp/runs/external.py): no trainer
+# registry holds it, so the catalog sync leaves it inactive and the launch form never offers its tasks.
+EXTERNAL_PROGRAM = "external"
+
 
 class Program(models.Model):
     """An LM program registered in code (`trainer/programs/`), mirrored here by a sync step."""
@@ -93,6 +97,10 @@ class Run(models.Model):
 
     `running -> interrupted` is the reaper's move when the heartbeat goes stale (worker lost).
     `cancelling` is cooperative: the trainer stops at the next step boundary.
+
+    A run trained elsewhere (`origin` other than "cohort", webapp/runs/external.py) is created
+    `running` and only ever goes to succeeded or failed, when its trainer says so through the API:
+    Cohort has no worker to cancel, reap or resume it.
     """
 
     class State(models.TextChoices):
@@ -114,11 +122,14 @@ class Run(models.Model):
         State.CANCELLED: frozenset(),
     }
     ACTIVE_STATES = frozenset({State.QUEUED, State.RUNNING, State.CANCELLING})
+    ORIGIN_COHORT = "cohort"
+    ORIGIN_LABELS = {"trl": "TRL", "sdk": "SDK"}  # how a known trainer's name is shown (a badge)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     name = models.CharField(max_length=200, blank=True)
-    config = models.JSONField(help_text="The validated trainer.config.RunConfig, as JSON.")
+    config = models.JSONField(help_text="The validated trainer.config.RunConfig, as JSON; for a run trained "
+                                        "elsewhere, its trainer's own settings as the client sent them.")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     attempt = models.PositiveIntegerField(default=1)
     current_step = models.PositiveIntegerField(default=0)
@@ -144,6 +155,10 @@ class Run(models.Model):
         "the chosen instructions and demos per module (webapp/runs/prompt_phase.py)."))
     storage_bytes = models.BigIntegerField(
         default=0, help_text="Stored size of the run's steps, rollouts, calls and groups (webapp/runs/retention.py).")
+    origin = models.CharField(max_length=40, default=ORIGIN_COHORT, help_text=(
+        "Who trains it: 'cohort' (Cohort's own worker) or the trainer that logs it through the API ('trl', 'sdk')."))
+    external_id = models.CharField(max_length=64, blank=True, help_text=(
+        "The logging client's id for the run, so a retried create makes one run; unique per owner when set."))
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -159,6 +174,8 @@ class Run(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(attempt__gte=1), name="run_attempt_positive"),
+            models.UniqueConstraint(fields=["owner", "external_id"], condition=~Q(external_id=""),
+                                    name="run_unique_external_id"),
         ]
 
     def __str__(self):
@@ -188,6 +205,15 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
+
+    @property
+    def is_external(self) -> bool:
+        """Trained outside Cohort and logged through the API (webapp/runs/external.py)."""
+        return self.origin != self.ORIGIN_COHORT
+
+    @property
+    def origin_label(self) -> str:
+        return self.ORIGIN_LABELS.get(self.origin, self.origin)
 
 
 class StepMetric(models.Model):

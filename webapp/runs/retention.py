@@ -24,6 +24,12 @@ from webapp.runs.models import CallText, Group, GroupMember, ModuleCall, Rollout
 ROW_OVERHEAD_SQLITE = 40  # bytes a row costs beyond its text on SQLite (header, ids, numbers): an estimate
 
 
+def _count(value) -> int:
+    """A retention setting as a count; 0 (keep all) for anything else. A RunConfig holds whole numbers,
+    but a run trained elsewhere stores its client's settings as sent (webapp/runs/external.py)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 @dataclass(frozen=True)
 class Retention:
     last_steps: int  # 0: keep all
@@ -31,8 +37,8 @@ class Retention:
 
     @classmethod
     def of(cls, run: Run) -> Retention:
-        config = run.config or {}
-        return cls(int(config.get("keep_rollouts_last_steps") or 0), int(config.get("keep_rollouts_every") or 0))
+        config = run.config if isinstance(run.config, dict) else {}
+        return cls(_count(config.get("keep_rollouts_last_steps")), _count(config.get("keep_rollouts_every")))
 
     @property
     def active(self) -> bool:

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce, Now
 from django.http import Http404
 
 from webapp.json_keys import json_path
-from webapp.runs.models import Run, StepMetric
+from webapp.runs.models import EXTERNAL_PROGRAM, Run, StepMetric, Task
 
 
 def run_list_for_user(user) -> QuerySet[Run]:
@@ -21,6 +21,12 @@ def run_list_for_user(user) -> QuerySet[Run]:
         return Run.objects.none()
     runs = Run.objects.select_related("task", "task__program", "owner")
     return runs if user.is_staff else runs.filter(owner=user)
+
+
+def launchable_tasks() -> QuerySet[Task]:
+    """The tasks Cohort's worker can train: all but those created for runs trained elsewhere, whose
+    program is no registered one (webapp/runs/external.py)."""
+    return Task.objects.exclude(program__name=EXTERNAL_PROGRAM)
 
 
 def run_get_for_user(user, run_id) -> Run:
@@ -57,7 +63,8 @@ DEFAULT_SORT = "-created"
 # What a table row shows (notes: its inline edit form); not the config (annotated instead) or the error.
 TABLE_FIELDS = (
     "id", "name", "state", "current_step", "total_steps", "best_reward", "last_reward", "last_eval_reward",
-    "tags", "notes", "archived_at", "gpus", "storage_bytes", "created_at", "started_at", "finished_at", "task__name", "task__title",
+    "tags", "notes", "archived_at", "gpus", "storage_bytes", "origin", "created_at", "started_at", "finished_at",
+    "task__name", "task__title",
     "task__program__name", "task__program__title", "owner__username",
 )
 

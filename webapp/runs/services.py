@@ -49,8 +49,16 @@ def run_create(*, owner, task: Task, config: RunConfig, name: str = "", tags: li
     return run
 
 
+def _refuse_external(run: Run, action: str) -> None:
+    """Cancel and resume need Cohort's own worker; a run trained elsewhere is stopped or resumed there."""
+    if run.is_external:
+        raise InvalidTransition(f"run {run.pk} is trained by {run.origin_label} outside Cohort and only logged "
+                                f"here: {action} it where it trains.")
+
+
 def run_cancel(run: Run) -> Run:
     """Queued runs stop at once; running ones are asked to stop at the next step boundary."""
+    _refuse_external(run, "stop")
     if run.state == Run.State.QUEUED and run.transition(Run.State.CANCELLED, finished_at=timezone.now()):
         return run
     if run.state == Run.State.RUNNING and run.transition(Run.State.CANCELLING):
@@ -62,6 +70,7 @@ def run_cancel(run: Run) -> Run:
 
 def run_resume(run: Run) -> Run:
     """An interrupted or failed run continues from its newest checkpoint as attempt n+1."""
+    _refuse_external(run, "resume")
     with transaction.atomic():
         if not run.transition(Run.State.QUEUED, attempt=run.attempt + 1, error="", finished_at=None):
             raise InvalidTransition("the run changed state meanwhile; reload and try again.")
@@ -101,10 +110,13 @@ def run_finish(run: Run, state: str, *, error: str = "") -> bool:
 
 
 def runs_reap_stale(*, timeout: dt.timedelta) -> list[int]:
-    """Runs whose worker went silent: running -> interrupted (resumable), cancelling -> cancelled."""
+    """Runs whose worker went silent: running -> interrupted (resumable), cancelling -> cancelled.
+    Never a run trained elsewhere: no worker of ours beats for it (its heartbeat is its last post)."""
     cutoff = timezone.now() - timeout
     reaped = []
-    for run in Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], heartbeat_at__lt=cutoff):
+    stale = Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], heartbeat_at__lt=cutoff,
+                               origin=Run.ORIGIN_COHORT)
+    for run in stale:
         target = Run.State.INTERRUPTED if run.state == Run.State.RUNNING else Run.State.CANCELLED
         if run.transition(target, error="the worker stopped answering (no heartbeat)", finished_at=timezone.now()):
             reaped.append(run.pk)
@@ -160,12 +172,15 @@ def runs_delete(runs: Iterable[Run]) -> int:
     """Deletes finished runs with everything they recorded, then (after commit) their directories.
 
     Refuses the whole request with RunsActive when any run is queued, running or cancelling: its
-    worker still writes to the run. Returns how many runs were deleted.
+    worker still writes to the run. A run trained elsewhere has no worker of ours and no Cancel, and
+    its trainer may have died without finishing it, so it may be deleted running (a later post of
+    its trainer answers 404, and the SDK keeps the steps in its folder). Returns how many runs were
+    deleted.
     """
     ids = sorted({r.pk for r in runs})
     with transaction.atomic():
         locked = list(Run.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
-        active = [r for r in locked if r.is_active]
+        active = [r for r in locked if r.is_active and not r.is_external]
         if active:
             raise RunsActive(active)
         directories = [run_directory(r.pk) for r in locked] + [Path(r.checkpoint_dir) for r in locked if r.checkpoint_dir]

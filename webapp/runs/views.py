@@ -14,7 +14,7 @@ from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam, series_keys, step_range
 from webapp.runs.params import int_param as _int_param
 from webapp.runs.retention import rollouts_dropped
-from webapp.runs.selectors import run_get_for_user, run_list_for_user, step_metrics_after
+from webapp.runs.selectors import launchable_tasks, run_get_for_user, run_list_for_user, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 from webapp.runs.texts import fill_call_texts
 
@@ -66,7 +66,7 @@ def run_new(request):
 
 
 def _task_from_query(request) -> Task | None:
-    tasks = Task.objects.select_related("program")
+    tasks = launchable_tasks().select_related("program")
     raw = request.GET.get("task")
     if raw and raw.isdigit():
         task = tasks.filter(pk=int(raw)).first()
@@ -113,7 +113,8 @@ def _detail_context(run) -> dict:
         "step_url": reverse("runs:step", args=[run.pk, 0]),
         "max_points": MAX_POINTS_DEFAULT,
     }
-    optimizes = (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
+    # A run trained elsewhere stores its client's config as sent: a key of that name means nothing here.
+    optimizes = not run.is_external and (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
     # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
     return {"run": run, "live": live, "prompt_phase": prompt_phase, "chart_sections": CHART_SECTIONS,

@@ -36,10 +36,10 @@ def queued_rows(order: list[tuple[int, Run]], user, largest_gpu_gb: float | None
     """`largest_gpu_gb` / `most_gpus`: the largest GPU and the most GPUs any reported worker has."""
     rows = []
     for position, run in order:
-        try:
+        try:  # a run trained elsewhere is never queued; its free-form config would be refused here
             config = RunConfig.from_dict(run.config)
             tokens, need, processes = run_token_budget(config), config.min_gpu_memory_gb, config.num_processes
-        except ValueError:
+        except (TypeError, ValueError):
             tokens, need, processes = None, None, 1
         waits_for = ""
         if need is not None and (largest_gpu_gb is None or largest_gpu_gb < need):

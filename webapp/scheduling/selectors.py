@@ -50,10 +50,11 @@ def queue_order() -> list[tuple[int, Run]]:
 
 
 def active_runs_with_workers() -> list[Run]:
-    """Running and cancelling runs, each with `.worker_row` (the Worker it runs on, or None): two queries."""
+    """Running and cancelling runs, each with `.worker_row` (the Worker it runs on, or None): two queries.
+    Runs trained elsewhere (webapp/runs/external.py) are left out: they hold none of these workers."""
     from webapp.scheduling.models import Worker
 
-    runs = list(Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING])
+    runs = list(Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], origin=Run.ORIGIN_COHORT)
                 .select_related("owner", "task").order_by("started_at", "pk"))
     workers = {w.name: w for w in Worker.objects.filter(name__in={r.worker for r in runs})}
     for run in runs:

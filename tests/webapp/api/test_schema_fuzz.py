@@ -23,7 +23,9 @@ import pytest
 
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.api.services import token_create
+from webapp.limits.models import LimitOverride
 from webapp.runs.catalog import catalog_sync
+from webapp.runs.external import external_run_start, external_steps_log
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -32,6 +34,9 @@ SEED = int(os.environ.get("COHORT_FUZZ_SEED", "35"))
 EXAMPLES_PER_OPERATION = 40
 CONFIG_TEMPLATE = Path(__file__).with_name("schemathesis.template.toml")
 OPERATIONS = {  # label -> the path of a concrete URL, to count the answers each operation got
+    "POST /api/external/runs/": re.compile(r"/api/external/runs/$"),
+    "POST /api/runs/{run_id}/steps/": re.compile(r"/api/runs/[^/]+/steps/$"),
+    "POST /api/runs/{run_id}/finish/": re.compile(r"/api/runs/[^/]+/finish/$"),
     "GET /api/runs/{run_id}/steps/{step}/rollouts/": re.compile(r"/api/runs/[^/]+/steps/[^/]+/rollouts/$"),
     "GET /api/runs/{run_id}/steps/{step}/groups/": re.compile(r"/api/runs/[^/]+/steps/[^/]+/groups/$"),
     "GET /api/runs/{run_id}/metrics/": re.compile(r"/api/runs/[^/]+/metrics/$"),
@@ -49,8 +54,15 @@ def fuzz_world(asgi_server, make_user):
     run = make_run(owner, state=Run.State.RUNNING, name="fuzzed", config={"strategy": "mmgrpo"}, tags=["x"])
     ingest(run, [hover_step_event(1), hover_step_event(2, seed=1)])
     make_run(make_user("fuzz-stranger"), state=Run.State.SUCCEEDED, name="not-yours")
+    # Runs trained elsewhere (the logging API): one that takes steps, one to finish. Limits high enough
+    # that run creation is refused for its data, never for how many runs the fuzz made before.
+    LimitOverride.objects.create(user=owner, active_runs=100_000, queued_runs=100_000)
+    external, _ = external_run_start(owner, client_id="fuzz-trl", task="toy_format", origin="trl")
+    external_steps_log(external, [{"step": 1, "metrics": {"loss": 0.5}, "rollouts": [
+        {"prompt": "p", "completion": c, "rewards": {"r": r}, "group": 0} for c, r in (("a", 1.0), ("b", 0.0))]}])
+    finishable, _ = external_run_start(owner, client_id="fuzz-finish", task="fuzz-elsewhere")
     tokens = {who: token_create(user=user, name="schemathesis")[1] for who, user in (("owner", owner), ("staff", staff))}
-    return {"url": asgi_server, "tokens": tokens, "run": run.pk}
+    return {"url": asgi_server, "tokens": tokens, "run": run.pk, "external": external.pk, "finishable": finishable.pk}
 
 
 def operation_of(method: str, url: str) -> str:
@@ -66,7 +78,8 @@ def run_schemathesis(world: dict, who: str, folder: Path) -> tuple[subprocess.Co
     many answers of each status it got (from its HAR report)."""
     config = folder / "schemathesis.toml"
     config.write_text(string.Template(CONFIG_TEMPLATE.read_text()).substitute(
-        seed=SEED, token=world["tokens"][who], examples=EXAMPLES_PER_OPERATION, run=world["run"]))
+        seed=SEED, token=world["tokens"][who], examples=EXAMPLES_PER_OPERATION, run=world["run"],
+        external=world["external"], finishable=world["finishable"]))
     har = folder / "requests.har"
     command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(config), "run",
                f"{world['url']}/api/schema/", "--phases", "examples,coverage,fuzzing,stateful", "--checks", "all",
@@ -95,4 +108,9 @@ def test_schemathesis_full_runner_finds_no_failure(fuzz_world, tmp_path, who):
                   "GET /api/runs/{run_id}/steps/{step}/rollouts/", "GET /api/runs/{run_id}/steps/{step}/groups/"):
         assert statuses[label][200] and sum(n for code, n in statuses[label].items() if 400 <= code < 500), label
     assert statuses["POST /api/runs/"][201] and statuses["POST /api/runs/"][400]
+    # The logging API: runs created; as the owner, steps stored and a run finished, bodies refused; staff
+    # see the owner's runs but log to none of them.
+    assert statuses["POST /api/external/runs/"][201] and statuses["POST /api/external/runs/"][400]
+    for label in ("POST /api/runs/{run_id}/steps/", "POST /api/runs/{run_id}/finish/"):
+        assert statuses[label][200] and statuses[label][400] if who == "owner" else statuses[label][403], label
     assert statuses["GET /api/runs/{run_id}/adapter/"][404]  # no run here trained one (test_launch.py downloads one)

@@ -1,0 +1,284 @@
+"""The logging API's bodies checked (POST /api/external/runs/, /api/runs/<id>/steps/, /finish/): every
+bound of the contract, each refusal a BadParam (400) that names the field, and in a steps body the
+step and rollout by index (`steps[2].rollouts[17].rewards`).
+
+Written out rather than DRF serializers: a post may carry 100 steps of 4,096 rollouts, and DRF's fields
+coerce ("5" -> 5, 5 -> "5") where the schema (webapp/api/logging_schema.py) promises a type, so a value
+the schema calls invalid must be refused here (the schema fuzz sends such values and checks). Keys this
+contract does not name are ignored, so an older server takes a newer client's posts. Numbers must be
+finite: JSON has no NaN, and `1e999` reads as infinity, which no database column or JSON store takes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from webapp.nul_guard import holds_nul
+from webapp.runs.external import FINAL_STATES
+from webapp.runs.forms import MAX_TAG_CHARS, MAX_TAGS
+from webapp.runs.params import BadParam
+
+CLIENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+TAG_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the runs' tag rule (webapp/runs/forms.py TAG), either case
+MAX_TASK, MAX_ORIGIN, MAX_NAME, MAX_NOTES = 100, 40, 200, 20_000
+MAX_TOTAL_STEPS = 10_000_000
+MAX_CONFIG_BYTES = 64 * 1024
+MAX_CONFIG_DEPTH = 32  # nesting; deeper JSON makes recursive readers (the compare page) fail
+MAX_STEPS_PER_POST = 100
+MAX_STEP = 2_147_483_647
+MAX_ROLLOUTS_PER_STEP = 4096
+MAX_METRICS_PER_STEP, MAX_METRIC_KEY = 500, 200
+MAX_REWARDS_PER_ROLLOUT, MAX_REWARD_NAME = 32, 100
+# Distinct reward names and modules of one step: each adds derived metric keys (reward/<name>, three per
+# module), which must stay in proportion to the 500 the step may send.
+MAX_REWARD_NAMES_PER_STEP, MAX_MODULES_PER_STEP = 32, 32
+MAX_TEXT = 100_000  # characters of a prompt or a completion (a list of messages: all of their text)
+MAX_MODULE, MAX_EXAMPLE_ID = 100, 200
+MAX_ERROR = 10_000
+
+
+def _object(body: Any, example: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadParam(f"The body must be a JSON object, e.g. {example}.")
+    return body
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", str: "a string", int: "an integer", float: "a number", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _string(body: dict, key: str, *, longest: int, default: str | None = None, pattern: re.Pattern | None = None,
+            rule: str = "") -> str:
+    if key not in body and default is None:
+        raise BadParam(f"'{key}' is required.")
+    value = body.get(key, default)
+    if not isinstance(value, str):
+        raise BadParam(f"'{key}' must be a string, not {_kind(value)}.")
+    if len(value) > longest:
+        raise BadParam(f"'{key}' has at most {longest:,} characters ({len(value):,} given).")
+    if "\x00" in value:
+        raise BadParam(f"'{key}' holds a NUL character (\\u0000), which no field accepts.")
+    if pattern is not None and not pattern.fullmatch(value):
+        raise BadParam(f"'{key}' must be {rule}, not {value[:80]!r}.")
+    return value
+
+
+def _integer(value: Any, where: str, *, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadParam(f"{where} must be an integer, not {_kind(value)}.")
+    if not low <= value <= high:
+        raise BadParam(f"{where} must be between {low:,} and {high:,} ({value} given).")
+    return value
+
+
+def number(value: Any, where: str) -> float | None:
+    """A finite number or null, as a float (an integer too large for one is refused)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadParam(f"{where} must be a number or null, not {_kind(value)}.")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise BadParam(f"{where} is too large for a number.") from None
+    if not math.isfinite(result):
+        raise BadParam(f"{where} must be finite: send null for an unknown value (JSON has no NaN or Infinity).")
+    return result
+
+
+# --- POST /api/external/runs/ ------------------------------------------------------------------
+
+
+def create_values(body: Any) -> dict[str, Any]:
+    """The keyword arguments of `external_run_start` from a create body."""
+    body = _object(body, '{"client_id": "run-2024-07-01", "task": "toy_format", "origin": "trl"}')
+    values = {
+        "client_id": _string(body, "client_id", longest=64, pattern=CLIENT_ID,
+                             rule="1 to 64 letters, digits, '_', '.' or '-'"),
+        "task": _string(body, "task", longest=MAX_TASK, pattern=SLUG, rule="a task name: letters, digits, '_' or '-'"),
+        "name": _string(body, "name", longest=MAX_NAME, default=""),
+        "notes": _string(body, "notes", longest=MAX_NOTES, default=""),
+        "origin": _string(body, "origin", longest=MAX_ORIGIN, default="sdk", pattern=SLUG,
+                          rule="the trainer's name: letters, digits, '_' or '-'"),
+        "config": _config(body.get("config", {})),
+        "tags": _tags(body.get("tags", [])),
+        "total_steps": _integer(body.get("total_steps", 0), "'total_steps'", low=0, high=MAX_TOTAL_STEPS),
+    }
+    if values["origin"] == "cohort":
+        raise BadParam("'origin' names the trainer that logs the run; 'cohort' is Cohort's own worker.")
+    return values
+
+
+def _config(config: Any) -> dict[str, Any]:
+    if not isinstance(config, dict):
+        raise BadParam(f"'config' must be an object of the trainer's settings, not {_kind(config)}.")
+    depth, pending = 0, [(config, 1)]
+    while pending:  # without recursion: the depth is what is being checked
+        value, level = pending.pop()
+        depth = max(depth, level)
+        if depth > MAX_CONFIG_DEPTH:
+            raise BadParam(f"'config' nests deeper than {MAX_CONFIG_DEPTH} levels.")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, float) and not math.isfinite(child):
+                raise BadParam("'config' holds a number too large to store (JSON has no Infinity).")
+            if isinstance(child, dict | list):
+                pending.append((child, level + 1))
+    if holds_nul(config):
+        raise BadParam("'config' holds a NUL character (\\u0000), which no field accepts.")
+    size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_CONFIG_BYTES:
+        raise BadParam(f"'config' is {size:,} bytes of JSON; at most {MAX_CONFIG_BYTES:,}.")
+    return config
+
+
+def _tags(tags: Any) -> list[str]:
+    """The runs' tag rule (the launch form's TagsField: slugs of at most 40 characters, at most 20,
+    lowercased, repeats dropped), applied to each item as the schema states it: an item the form
+    would split (spaces, commas) or drop (empty) is refused, not quietly changed."""
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise BadParam("'tags' must be a list of strings.")
+    if len(tags) > MAX_TAGS:
+        raise BadParam(f"'tags' holds {len(tags)} tags; at most {MAX_TAGS}.")
+    for tag in tags:
+        if len(tag) > MAX_TAG_CHARS:
+            raise BadParam(f"'tags': a tag has at most {MAX_TAG_CHARS} characters: {tag[:50]!r} is longer.")
+        if not TAG_ITEM.fullmatch(tag):
+            raise BadParam(f"'tags': tags are letters, digits and . _ - (starting with a letter or digit), not {tag[:50]!r}.")
+    return list(dict.fromkeys(tag.lower() for tag in tags))
+
+
+# --- POST /api/runs/<id>/finish/ ---------------------------------------------------------------
+
+
+def finish_values(body: Any) -> dict[str, str]:
+    body = _object(body, '{"state": "succeeded"}')
+    state = _string(body, "state", longest=20)
+    if state not in FINAL_STATES:
+        raise BadParam(f"'state' must be {' or '.join(map(repr, FINAL_STATES))}, not {state[:40]!r}.")
+    return {"state": state, "error": _string(body, "error", longest=MAX_ERROR, default="")}
+
+
+# --- POST /api/runs/<id>/steps/ ----------------------------------------------------------------
+
+
+def steps_values(body: Any) -> list[dict[str, Any]]:
+    """The checked steps of a steps body, each {"step", "metrics", "rollouts"} with its rollouts'
+    values checked (a rollout's "reward" only when it was sent: absent, it defaults to the sum)."""
+    body = _object(body, '{"steps": [{"step": 1, "metrics": {"loss": 0.5}}]}')
+    steps = body.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise BadParam(f"'steps' must be a list of 1 to {MAX_STEPS_PER_POST} steps.")
+    if len(steps) > MAX_STEPS_PER_POST:
+        raise BadParam(f"'steps' holds {len(steps)} steps; at most {MAX_STEPS_PER_POST} a post.")
+    checked = [_step(step, f"steps[{i}]") for i, step in enumerate(steps)]
+    seen: dict[int, int] = {}
+    for i, step in enumerate(checked):
+        if step["step"] in seen:
+            raise BadParam(f"steps[{i}].step: step {step['step']} is also steps[{seen[step['step']]}]; "
+                           "each step number once a post.")
+        seen[step["step"]] = i
+    return checked
+
+
+def _step(step: Any, where: str) -> dict[str, Any]:
+    if not isinstance(step, dict):
+        raise BadParam(f"{where} must be an object with 'step', 'metrics' and 'rollouts', not {_kind(step)}.")
+    if "step" not in step:
+        raise BadParam(f"{where}.step is required.")
+    number_ = _integer(step["step"], f"{where}.step", low=0, high=MAX_STEP)
+    metrics = _numbers(step.get("metrics", {}), f"{where}.metrics", most=MAX_METRICS_PER_STEP,
+                       longest=MAX_METRIC_KEY, what="metric")
+    rollouts = step.get("rollouts", [])
+    if not isinstance(rollouts, list):
+        raise BadParam(f"{where}.rollouts must be a list, not {_kind(rollouts)}.")
+    if len(rollouts) > MAX_ROLLOUTS_PER_STEP:
+        raise BadParam(f"{where}.rollouts holds {len(rollouts):,}; at most {MAX_ROLLOUTS_PER_STEP:,} a step.")
+    checked = [_rollout(r, f"{where}.rollouts[{j}]") for j, r in enumerate(rollouts)]
+    names = {name for r in checked for name in r["rewards"]}
+    if len(names) > MAX_REWARD_NAMES_PER_STEP:
+        raise BadParam(f"{where}.rollouts name {len(names)} rewards; at most {MAX_REWARD_NAMES_PER_STEP} a step.")
+    modules = {r["module"] for r in checked}
+    if len(modules) > MAX_MODULES_PER_STEP:
+        raise BadParam(f"{where}.rollouts name {len(modules)} modules; at most {MAX_MODULES_PER_STEP} a step.")
+    return {"step": number_, "metrics": metrics, "rollouts": checked}
+
+
+def _numbers(values: Any, where: str, *, most: int, longest: int, what: str) -> dict[str, float | None]:
+    if not isinstance(values, dict):
+        raise BadParam(f"{where} must be an object of {what} name -> number or null, not {_kind(values)}.")
+    if len(values) > most:
+        raise BadParam(f"{where} holds {len(values)} {what}s; at most {most}.")
+    checked = {}
+    for key, value in values.items():
+        if not 1 <= len(key) <= longest:
+            raise BadParam(f"{where}: a {what} name has 1 to {longest} characters ({key[:40]!r}... has {len(key)}).")
+        checked[key] = number(value, f"{where}[{key[:80]!r}]")
+    return checked
+
+
+def _rollout(rollout: Any, where: str) -> dict[str, Any]:
+    if not isinstance(rollout, dict):
+        raise BadParam(f"{where} must be an object with 'prompt', 'completion' and 'rewards', not {_kind(rollout)}.")
+    for key in ("prompt", "completion"):
+        if key not in rollout:
+            raise BadParam(f"{where}.{key} is required: a string or a list of chat messages.")
+    checked = {
+        "prompt": _text(rollout["prompt"], f"{where}.prompt"),
+        "completion": _text(rollout["completion"], f"{where}.completion"),
+        "rewards": _numbers(rollout.get("rewards", {}), f"{where}.rewards", most=MAX_REWARDS_PER_ROLLOUT,
+                            longest=MAX_REWARD_NAME, what="reward"),
+        "advantage": number(rollout.get("advantage"), f"{where}.advantage"),
+        "group": _group(rollout.get("group"), f"{where}.group"),
+        "example_id": _optional_text(rollout.get("example_id"), f"{where}.example_id", longest=MAX_EXAMPLE_ID),
+        "module": _optional_text(rollout.get("module"), f"{where}.module", longest=MAX_MODULE),
+    }
+    if checked["module"] == "":
+        raise BadParam(f"{where}.module must not be empty (leave it out for the default, 'completion').")
+    if "reward" in rollout:
+        checked["reward"] = number(rollout["reward"], f"{where}.reward")
+    return checked
+
+
+def _text(value: Any, where: str) -> str | list[dict[str, str]]:
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise BadParam(f"{where} has {len(value):,} characters; at most {MAX_TEXT:,}.")
+        return value
+    if not isinstance(value, list):
+        raise BadParam(f"{where} must be a string or a list of chat messages, not {_kind(value)}.")
+    messages, size = [], 0
+    for k, message in enumerate(value):
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)):
+            raise BadParam(f"{where}[{k}] must be a chat message {{\"role\": str, \"content\": str}}.")
+        size += len(message["role"]) + len(message["content"])
+        messages.append({"role": message["role"], "content": message["content"]})
+    if size > MAX_TEXT:
+        raise BadParam(f"{where} has {size:,} characters of messages; at most {MAX_TEXT:,}.")
+    return messages
+
+
+def _group(value: Any, where: str) -> str | int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_EXAMPLE_ID:
+            raise BadParam(f"{where} has at most {MAX_EXAMPLE_ID} characters ({len(value):,} given).")
+        return value
+    raise BadParam(f"{where} must be a string or an integer, not {_kind(value)}.")
+
+
+def _optional_text(value: Any, where: str, *, longest: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadParam(f"{where} must be a string, not {_kind(value)}.")
+    if len(value) > longest:
+        raise BadParam(f"{where} has at most {longest} characters ({len(value):,} given).")
+    return value

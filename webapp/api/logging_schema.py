@@ -1,0 +1,158 @@
+"""The logging API's OpenAPI description (drf-spectacular): its request bodies, as
+webapp/api/logging_input.py checks them, and its answers. Like webapp/api/schema.py, these serializers
+describe and never validate (see logging_input.py's docstring for why); the schema fuzz
+(tests/webapp/api/test_schema_fuzz.py) keeps the two in agreement."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from rest_framework import serializers
+
+from webapp.api import logging_input as bounds
+from webapp.api.schema import NO_NUL, ErrorSerializer, RunSerializer
+from webapp.runs.external import FINAL_STATES
+from webapp.runs.forms import MAX_TAG_CHARS, MAX_TAGS
+
+
+def _pattern(regex: str) -> RegexValidator:
+    return RegexValidator(regex)
+
+
+def no_nul_text(longest: int, **kwargs) -> serializers.Field:
+    """A text field of at most `longest` characters, none a NUL, empty allowed, described by its own
+    schema: a CharField's blank-plus-pattern becomes a oneOf that "" matches twice (so OpenAPI calls ""
+    invalid), and without allow_blank it gains a minLength of 1."""
+    schema = {"type": "string", "maxLength": longest, "pattern": NO_NUL}
+    if kwargs.get("help_text"):
+        schema["description"] = kwargs["help_text"]
+    field = extend_schema_field(schema)(type(f"NoNulText{longest}", (serializers.JSONField,), {}))
+    return field(required=False, **kwargs)  # never validates (logging_input.py does): the schema is all
+MESSAGE = {"type": "object", "required": ["role", "content"],
+           "properties": {"role": {"type": "string"}, "content": {"type": "string"}}}
+
+
+@extend_schema_field({
+    "oneOf": [{"type": "string", "maxLength": bounds.MAX_TEXT}, {"type": "array", "items": MESSAGE}],
+    "description": f"The text, or chat messages [{{\"role\", \"content\"}}, ...] (at most {bounds.MAX_TEXT:,} "
+                   "characters in all)."})
+class TextOrMessagesField(serializers.JSONField):
+    pass
+
+
+def _numbers_schema(most: int, what: str, longest: int) -> dict:
+    return {"type": "object", "maxProperties": most, "additionalProperties": {"type": "number", "nullable": True},
+            "description": f"{what} name (1 to {longest} characters) -> a finite number, or null when unknown."}
+
+
+@extend_schema_field(_numbers_schema(bounds.MAX_METRICS_PER_STEP, "Metric", bounds.MAX_METRIC_KEY))
+class MetricsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(_numbers_schema(bounds.MAX_REWARDS_PER_ROLLOUT, "Reward", bounds.MAX_REWARD_NAME))
+class RewardsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"oneOf": [{"type": "string", "maxLength": bounds.MAX_EXAMPLE_ID, "nullable": True},
+                                {"type": "integer"}],
+                      "description": "Rollouts of one step (and module) sharing it form one group."})
+class GroupField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {},
+                      "description": f"The trainer's own settings, any JSON object (at most "
+                                     f"{bounds.MAX_CONFIG_BYTES // 1024} KiB, {bounds.MAX_CONFIG_DEPTH} levels deep)."})
+class ConfigField(serializers.JSONField):
+    pass
+
+
+class RolloutLogSerializer(serializers.Serializer):
+    prompt = TextOrMessagesField()
+    completion = TextOrMessagesField()
+    rewards = RewardsField(required=False)
+    reward = serializers.FloatField(required=False, allow_null=True,
+                                    help_text="Default: the sum of the known rewards (null when none is known).")
+    advantage = serializers.FloatField(required=False, allow_null=True)
+    group = GroupField(required=False)
+    example_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=bounds.MAX_EXAMPLE_ID,
+                                       help_text="Default (also for an empty one): the group, else the rollout's index.")
+    module = serializers.CharField(required=False, allow_null=True, min_length=1, max_length=bounds.MAX_MODULE,
+                                   help_text="Default: 'completion'.")
+
+
+class StepLogSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0, max_value=bounds.MAX_STEP)
+    metrics = MetricsField(required=False, help_text=(
+        "Scalars of the step. Those not sent are derived from its rollouts under the trainer's keys: reward/mean, "
+        "reward/<name>, zero_var_share, group_var/<module>, zero_var_share/<module>, similarity/<module>."))
+    rollouts = serializers.ListField(child=RolloutLogSerializer(), required=False,
+                                     max_length=bounds.MAX_ROLLOUTS_PER_STEP)
+
+
+class StepsLogSerializer(serializers.Serializer):
+    steps = serializers.ListField(child=StepLogSerializer(), min_length=1, max_length=bounds.MAX_STEPS_PER_POST,
+                                  help_text="Each step number once a post; a step already stored is skipped.")
+
+
+class StepsLoggedSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    stored = serializers.ListField(child=serializers.IntegerField(min_value=0), help_text="Steps stored now.")
+    skipped = serializers.ListField(child=serializers.IntegerField(min_value=0), help_text="Steps stored before.")
+
+
+class ExternalRunCreateSerializer(serializers.Serializer):
+    client_id = serializers.CharField(max_length=64, validators=[_pattern(r"^[A-Za-z0-9_.-]{1,64}$")], help_text=(
+        "The client's id for the run: a retried create with the same id answers the same run."))
+    task = serializers.CharField(max_length=bounds.MAX_TASK, validators=[_pattern(r"^[-a-zA-Z0-9_]+$")], help_text=(
+        "A task's name: an existing task (e.g. toy_format), or a new one for runs trained elsewhere."))
+    name = no_nul_text(bounds.MAX_NAME)
+    config = ConfigField(required=False)
+    tags = serializers.ListField(child=serializers.CharField(
+        max_length=MAX_TAG_CHARS, validators=[_pattern(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]), required=False,
+        max_length=MAX_TAGS)
+    notes = no_nul_text(bounds.MAX_NOTES)
+    origin = serializers.CharField(required=False, max_length=bounds.MAX_ORIGIN,
+                                   validators=[_pattern(r"^(?!cohort$)[-a-zA-Z0-9_]+$")],
+                                   help_text="The trainer that logs the run, e.g. trl (default: sdk).")
+    total_steps = serializers.IntegerField(required=False, min_value=0, max_value=bounds.MAX_TOTAL_STEPS)
+
+
+class ExternalRunSerializer(RunSerializer):
+    url = serializers.URLField(help_text="The run's page.")
+
+
+class RunFinishSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=list(FINAL_STATES))
+    error = no_nul_text(bounds.MAX_ERROR, help_text="What went wrong, for a failed run.")
+
+
+def _error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+UNAUTHENTICATED = _error("No, a malformed, unknown or revoked token.")
+TOO_LARGE = _error("The body is over the endpoint's size limit.")
+CREATE_RESPONSES = {
+    200: OpenApiResponse(ExternalRunSerializer, description="The run this client_id created before."),
+    201: OpenApiResponse(ExternalRunSerializer, description="The new run, running."),
+    400: _error("A field the contract refuses (named), or the owner's active-run limit."),
+    401: UNAUTHENTICATED,
+    403: _error("Signed in by session without the CSRF token."),
+    413: TOO_LARGE,
+}
+
+
+def run_responses(ok, conflict: str) -> dict:
+    """The answers of an endpoint that writes to one run: only its owner may."""
+    return {
+        200: ok,
+        400: _error("A field the contract refuses, named (with the step and rollout index)."),
+        401: UNAUTHENTICATED,
+        403: _error("Not the run's owner (staff see every run but log to none), or a session without CSRF."),
+        404: _error("No such run, or not yours."),
+        409: _error(conflict),
+        413: TOO_LARGE,
+    }
