@@ -4,7 +4,7 @@
     client = Client("http://localhost:8000", token="<key from /api/tokens/>")
     client.metrics(12)          # step + one column per metric, every stored step
 
-Only the standard library speaks HTTP (urllib); pandas is the one dependency (`pip install
+Only the standard library speaks HTTP (urllib, cohort/http.py); pandas is the one dependency (`pip install
 cohort[client]`). Pages are followed transparently. Errors raise `CohortAPIError(status, message)`.
 `create_run`, `wait` and `download_adapter` queue a run as the launch form would, follow it, and
 fetch the adapter it trained (what `cohort.dspy.MMGRPO(client=...)` does).
@@ -16,9 +16,7 @@ import io
 import json
 import math
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -26,28 +24,21 @@ from typing import Any
 
 import pandas as pd
 
+from cohort import http
+from cohort.http import CohortAPIError
+
+__all__ = ["Client", "CohortAPIError"]
+
 PAGE_SIZE = 500  # the API's largest page
 DATE_COLUMNS = ("created_at", "started_at", "finished_at")
 FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
-
-
-class CohortAPIError(Exception):
-    """A request the API refused (`status`: the HTTP status, 0 when the server could not be reached)."""
-
-    def __init__(self, status: int, message: str, errors: dict[str, list[str]] | None = None):
-        super().__init__(f"{status}: {message}" if status else message)
-        self.status = status
-        self.message = message
-        self.errors = errors or {}  # a refused run creation: field -> what is wrong with it
 
 
 class Client:
     """Read runs, metrics, rollouts and groups of a Cohort server with a personal API token."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0):
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, not {url!r}")
-        self.url = url.rstrip("/") + "/"
+        self.url = http.base_url(url)
         self.token = token
         self.timeout = timeout
 
@@ -64,18 +55,7 @@ class Client:
         return json.loads(self._send("POST", path, json.dumps(body).encode("utf-8")).decode("utf-8"))
 
     def _send(self, method: str, path: str, data: bytes | None = None) -> bytes:
-        url = urllib.parse.urljoin(self.url, "api/" + path.lstrip("/"))
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(url, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            raise _api_error(exc) from None
-        except urllib.error.URLError as exc:
-            raise CohortAPIError(0, f"cannot reach {self.url}: {exc.reason}") from None
+        return http.send(self.url, self.token, method, path, data, timeout=self.timeout)
 
     def _pages(self, path: str, params: list[tuple[str, Any]]) -> Iterator[dict]:
         """Every result of a paged list: pages are asked for by offset until the total is reached."""
@@ -200,18 +180,3 @@ def _flatten(config: dict, prefix: str = "") -> dict:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
-
-
-def _api_error(exc: urllib.error.HTTPError) -> CohortAPIError:
-    try:
-        body = json.loads(exc.read().decode("utf-8"))
-        detail, errors = body.get("detail"), body.get("errors")
-    except (ValueError, AttributeError, UnicodeDecodeError):
-        detail, errors = None, None
-    if exc.code == 401:
-        message = f"token rejected ({detail})" if detail else "token rejected"
-    elif exc.code == 404:
-        message = "no such run" if detail in (None, "No such run.") else f"not found: {detail}"
-    else:
-        message = detail or exc.reason or "request failed"
-    return CohortAPIError(exc.code, str(message), errors if isinstance(errors, dict) else None)

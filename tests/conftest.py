@@ -189,10 +189,12 @@ def celery_worker(log_path: Path, env: dict[str, str], *, app=None, queues: str 
 
 
 @contextmanager
-def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float = 60.0) -> Iterator[str]:
-    """The real ASGI app served by daphne on a free loopback port with the environment `env`;
+def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float = 60.0,
+                        port: int | None = None) -> Iterator[str]:
+    """The real ASGI app served by daphne on a loopback port (`port`, a free one by default: a test
+    that stops the server and starts it again names the same one) with the environment `env`;
     yields its base URL once it answers HTTP."""
-    port = free_port()
+    port = port or free_port()
     with open(log_path, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],

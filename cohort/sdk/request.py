@@ -1,0 +1,87 @@
+"""The body of a run's creation (`cohort.init`'s arguments), checked as the server checks it.
+
+`init` raises a ValueError at once for what the server would refuse, instead of the background upload
+stopping with a 400 after the training has started. The limits are the server's
+(webapp/api/logging_input.py); the server checks everything again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cohort.sdk.values import step_number
+
+CLIENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def client_id_text(value: Any) -> str:
+    if not isinstance(value, str) or not CLIENT_ID.fullmatch(value):
+        raise ValueError(f"a run's client id must be 1-64 letters, digits, '_', '.' or '-', not {value!r}")
+    return value
+
+
+SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+TAG = re.compile(r"[a-z0-9][a-z0-9._-]*")
+MAX_TAGS, MAX_TAG_CHARS = 20, 40  # the launch form's limits (webapp/runs/forms.py)
+MAX_TASK, MAX_NAME, MAX_NOTES, MAX_ORIGIN = 100, 200, 20_000, 40
+MAX_CONFIG_BYTES = 64 * 1024
+MAX_TOTAL_STEPS = 10_000_000
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """The run's config as JSON: a dict, a dataclass or an argparse Namespace; values JSON cannot
+    hold (paths, dtypes) as their text. ValueError over 64 KiB or with NaN."""
+    if config is None:
+        return {}
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    elif not isinstance(config, Mapping) and hasattr(config, "__dict__"):
+        config = vars(config)
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a dict (or a dataclass), not {type(config).__name__}")
+    try:
+        text = json.dumps({str(k): v for k, v in config.items()}, default=str, allow_nan=False,
+                          ensure_ascii=False, separators=(",", ":"))
+    except ValueError as exc:
+        raise ValueError(f"config must be JSON without NaN or infinities: {exc}") from None
+    size = len(text.encode("utf-8"))
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"config is {size:,} bytes as JSON; at most {MAX_CONFIG_BYTES:,}")
+    return json.loads(text)
+
+
+def create_request(*, client_id: str, task: Any, name: Any, config: Any, tags: Any, notes: Any, origin: Any,
+                   total_steps: Any) -> dict[str, Any]:
+    """The body of the run's creation, checked as the server would check its cheap parts."""
+    if not isinstance(task, str) or not SLUG.fullmatch(task) or len(task) > MAX_TASK:
+        raise ValueError(f"task must be the name of a Cohort task (letters, digits, - and _; a new name "
+                         f"makes a new task), not {task!r}")
+    if not isinstance(name, str) or len(name) > MAX_NAME:
+        raise ValueError(f"name must be a string of at most {MAX_NAME} characters")
+    if not isinstance(notes, str) or len(notes) > MAX_NOTES:
+        raise ValueError(f"notes must be a string of at most {MAX_NOTES:,} characters")
+    if not isinstance(origin, str) or not SLUG.fullmatch(origin) or len(origin) > MAX_ORIGIN or origin == "cohort":
+        raise ValueError(f"origin must be the trainer's short name, like 'sdk' or 'trl' (not 'cohort', "
+                         f"Cohort's own worker), not {origin!r}")
+    if isinstance(tags, str) or not isinstance(tags, Iterable):
+        raise ValueError(f"tags must be a list of strings, not {tags!r}")
+    tags = list(tags)
+    if not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"tags must be a list of strings, not {tags!r}")
+    tags = list(dict.fromkeys(t.strip().lower() for t in tags))
+    bad = [t for t in tags if not TAG.fullmatch(t) or len(t) > MAX_TAG_CHARS]
+    if bad or len(tags) > MAX_TAGS:
+        raise ValueError(f"tags are at most {MAX_TAGS} labels of letters, digits and . _ - (at most "
+                         f"{MAX_TAG_CHARS} characters, starting with a letter or digit): not {bad or tags}")
+    return {"client_id": client_id_text(client_id), "task": task, "name": name, "config": config_dict(config),
+            "tags": tags, "notes": notes, "origin": origin, "total_steps": _total_steps(total_steps)}
+
+
+def _total_steps(value: Any) -> int:
+    if step_number(value, "total_steps (0: unknown)") > MAX_TOTAL_STEPS:
+        raise ValueError(f"total_steps is at most {MAX_TOTAL_STEPS:,}, not {value!r}")
+    return int(value)

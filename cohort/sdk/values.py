@@ -1,0 +1,164 @@
+"""What a logged value may be, checked in the training process before anything is queued.
+
+A mistake is cheapest to fix where it is made: a rollout of the wrong shape raises a ValueError at the
+`log_rollouts` call that made it, rather than a 400 for the whole step minutes later in a background
+thread. Only cheap checks live here (types, names, counts); the server checks everything again.
+
+Numbers arrive as Python numbers, numpy scalars or 0-d torch tensors; each is turned into a plain
+int or float without importing numpy or torch (a 0-d array or tensor has `ndim == 0` and `__float__`).
+NaN and infinities are sent as null: JSON has no spelling for them.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SKIP = object()  # `number`'s answer for a value that is not a number
+
+# The server's limits (webapp/api/logging_input.py): a step over one is refused whole.
+MAX_STEP = 2**31 - 1
+MAX_METRICS, MAX_METRIC_NAME = 500, 200  # a step's
+MAX_ROLLOUTS_PER_STEP = 4096
+MAX_REWARDS, MAX_REWARD_NAME = 32, 100  # a rollout's
+MAX_PER_STEP = 32  # distinct reward names, and modules, of a step's rollouts
+MAX_TEXT, MAX_ID, MAX_MODULE = 100_000, 200, 100
+ROLLOUT_KEYS = frozenset({"prompt", "completion", "rewards", "reward", "advantage", "group", "example_id", "module"})
+
+
+def number(value: Any) -> Any:
+    """`value` as an int, a float or None (NaN, infinities and None itself), or SKIP when it is no number.
+
+        >>> number(True), number(3), number(float("nan")), number("3") is SKIP
+        (1, 3, None, True)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str | bytes):  # numpy's str_ has ndim 0 too
+        return SKIP
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if getattr(value, "ndim", None) == 0 or (isinstance(value, numbers.Real)):
+        try:
+            value = float(value)  # a numpy scalar, a 0-d array or tensor, a Fraction
+        except (TypeError, ValueError, RuntimeError):
+            return SKIP
+        return value if math.isfinite(value) else None
+    return SKIP
+
+
+def metrics_numbers(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(the metrics that are numbers, as JSON numbers; the keys skipped because their value is not one).
+    A key must be a non-empty string: anything else is a ValueError."""
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"metrics must be a dict of name -> number, not {type(metrics).__name__}")
+    kept, skipped = {}, []
+    for key, value in metrics.items():
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_METRIC_NAME:
+            raise ValueError(f"a metric's name must be a string of 1 to {MAX_METRIC_NAME} characters, not {key!r:.80}")
+        converted = number(value)
+        if converted is SKIP:
+            skipped.append(key)
+        else:
+            kept[key] = converted
+    return kept, skipped
+
+
+def step_number(step: Any, what: str = "step") -> int:
+    """A step as the API takes it: an int from 0 to 2**31 - 1 (numpy integers too, never a bool or a float)."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= int(step) <= MAX_STEP:
+        raise ValueError(f"{what} must be an integer >= 0, not {step!r}")
+    return int(step)
+
+
+def _text(where: str, value: Any) -> Any:
+    if isinstance(value, str):
+        size = len(value)
+    elif isinstance(value, list):
+        for message in value:
+            if not (isinstance(message, Mapping) and isinstance(message.get("role"), str)
+                    and isinstance(message.get("content"), str)):
+                raise ValueError(f"{where} must be a string or a list of {{'role': str, 'content': str}} "
+                                 f"messages; one message is {message!r}")
+        value = [{"role": message["role"], "content": message["content"]} for message in value]
+        size = sum(len(m["role"]) + len(m["content"]) for m in value)
+    else:
+        raise ValueError(f"{where} must be a string or a list of chat messages, not {type(value).__name__}")
+    if size > MAX_TEXT:
+        raise ValueError(f"{where} has {size:,} characters; at most {MAX_TEXT:,}")
+    return value
+
+
+def _nullable_number(where: str, value: Any) -> Any:
+    converted = number(value)
+    if converted is SKIP:
+        raise ValueError(f"{where} must be a number or None, not {value!r}")
+    return converted
+
+
+def _short_text(where: str, value: Any, longest: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > longest:
+        raise ValueError(f"{where} must be a string of at most {longest} characters, not {value!r:.80}")
+    return value
+
+
+def rollout(index: int, value: Any) -> dict[str, Any]:
+    """One rollout in the API's form (numbers converted), or a ValueError naming what is wrong."""
+    where = f"rollout {index}"
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} must be a dict, not {type(value).__name__}")
+    unknown = set(value) - ROLLOUT_KEYS
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {sorted(map(str, unknown))}; a rollout has "
+                         f"{', '.join(sorted(ROLLOUT_KEYS))}")
+    for key in ("prompt", "completion"):
+        if key not in value:
+            raise ValueError(f"{where} has no {key}: a rollout needs a prompt and a completion (text or chat messages)")
+    clean: dict[str, Any] = {key: _text(f"{where}'s {key}", value[key]) for key in ("prompt", "completion")}
+    if "rewards" in value:
+        rewards = value["rewards"]
+        if not isinstance(rewards, Mapping) or not all(isinstance(k, str) and 0 < len(k) <= MAX_REWARD_NAME
+                                                       for k in rewards) or len(rewards) > MAX_REWARDS:
+            raise ValueError(f"{where}'s rewards must be a dict of at most {MAX_REWARDS} reward names (of at "
+                             f"most {MAX_REWARD_NAME} characters) -> number, not {rewards!r:.200}")
+        clean["rewards"] = {k: _nullable_number(f"{where}'s reward {k!r}", v) for k, v in rewards.items()}
+    for key in ("reward", "advantage"):
+        if key in value:
+            clean[key] = _nullable_number(f"{where}'s {key}", value[key])
+    if value.get("group") is not None:
+        group = value["group"]
+        if isinstance(group, bool) or not isinstance(group, str | numbers.Integral):
+            raise ValueError(f"{where}'s group must be a string or an integer, not {group!r}")
+        clean["group"] = _short_text(f"{where}'s group", group, MAX_ID) if isinstance(group, str) else int(group)
+    if value.get("example_id") is not None:
+        clean["example_id"] = _short_text(f"{where}'s example_id", value["example_id"], MAX_ID)
+    if value.get("module") is not None:
+        clean["module"] = _short_text(f"{where}'s module", value["module"], MAX_MODULE)
+        if not clean["module"]:
+            raise ValueError(f"{where}'s module must not be empty (leave it out for the default)")
+    return clean
+
+
+def rollouts(values: Any, *, held: int = 0, names: frozenset[str] | set[str] = frozenset(),
+             modules: frozenset[str | None] | set[str | None] = frozenset()) -> list[dict[str, Any]]:
+    """A list of rollouts checked and converted. The step's limits count what it holds already:
+    `held` rollouts, naming the reward `names` and the `modules` (None: the default module)."""
+    if isinstance(values, Mapping | str | bytes) or not isinstance(values, Iterable):
+        raise ValueError(f"rollouts must be a list of dicts, not {type(values).__name__}")
+    clean = [rollout(i, v) for i, v in enumerate(values)]
+    if held + len(clean) > MAX_ROLLOUTS_PER_STEP:
+        raise ValueError(f"a step holds at most {MAX_ROLLOUTS_PER_STEP} rollouts; this one would hold "
+                         f"{held + len(clean)}")
+    for what, named in (("reward names", set(names).union(*(r.get("rewards", ()) for r in clean))),
+                        ("modules", set(modules) | {r.get("module") for r in clean})):
+        if len(named) > MAX_PER_STEP:
+            raise ValueError(f"a step's rollouts name at most {MAX_PER_STEP} {what}; this one would name {len(named)}")
+    return clean

@@ -1,0 +1,167 @@
+"""The SDK (cohort.init, cohort/sdk/) against the real server over HTTP: a run's steps, metrics and
+groups stored; an offline run uploaded by the real `cohort sync` command; a server stopped in the
+middle of two runs and started again, nothing lost and nothing stored twice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import cohort
+from cohort.client import Client
+from cohort.sdk import exit_hook
+from cohort.sdk.spool import Spool
+from tests.conftest import asgi_server_process, free_port, service_env
+from tests.webapp.runs.factories import make_task
+from webapp.api.services import token_create
+from webapp.runs.models import Rollout, Run, StepMetric
+
+NEUTRAL = ("the SDK's own behaviour over HTTP (batches, retries, the run folder, `cohort sync`); the "
+           "external-run endpoints it calls, and how they store steps, rollouts and groups, are tested on "
+           "both backends by the web app's API tests")
+pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
+
+COHORT_COMMAND = str(Path(sys.executable).parent / "cohort")  # the console script `pip install` made
+
+
+@pytest.fixture
+def key(owner) -> str:
+    return token_create(user=owner, name="sdk")[1]
+
+
+@pytest.fixture
+def task():
+    return make_task()
+
+
+@pytest.fixture(autouse=True)
+def no_run_left_unfinished():
+    yield
+    for run in list(exit_hook._unfinished.values()):
+        run.finish(timeout=0)
+
+
+def rollouts(step: int) -> list[dict]:
+    """Two groups of four completions, with two rewards."""
+    rows = []
+    for group in range(2):
+        for i in range(4):
+            fmt, content = float(i % 2), float(i < 2 + group)
+            rows.append({"prompt": [{"role": "user", "content": f"Repeat: word{group}"}],
+                         "completion": f"word{group}{'.' if fmt else ''} {step}-{i}",
+                         "rewards": {"format": fmt, "content": content}, "reward": fmt + content,
+                         "advantage": fmt + content - 1.0, "group": group, "example_id": f"word{group}"})
+    return rows
+
+
+def stored_steps(run_id: int) -> list[int]:
+    return list(StepMetric.objects.filter(run_id=run_id).order_by("step").values_list("step", flat=True))
+
+
+def test_a_run_logged_with_the_sdk_is_stored_with_its_metrics_and_groups(asgi_server, owner, key, task, tmp_path):
+    run = cohort.init(asgi_server, key, task=task.name, name="sdk run", config={"lr": 1e-4}, tags=["sdk"],
+                      total_steps=3, dir=tmp_path)
+    for step in range(1, 4):
+        run.log({"loss": 1 / step}, step=step)
+        run.log_rollouts(step, rollouts(step))
+        run.log({"reward/mean": 0.5 * step}, step=step)
+    run.finish()
+    assert run.wait(0) and run.url.startswith(asgi_server) and str(run.id) in run.url
+    stored = Run.objects.get(pk=run.id)
+    assert (stored.owner, stored.state, stored.name, stored.tags) == (owner, "succeeded", "sdk run", ["sdk"])
+    assert stored.origin == "sdk" and stored.config["lr"] == 1e-4
+    client = Client(asgi_server, key)
+    metrics = client.metrics(run.id)
+    assert metrics["step"].tolist() == [1, 2, 3]
+    assert metrics["loss"].tolist() == pytest.approx([1, 1 / 2, 1 / 3])
+    assert metrics["reward/mean"].tolist() == pytest.approx([0.5, 1.0, 1.5])
+    groups = client.groups(run.id, 2)
+    assert len(groups) == 2 and groups["size"].tolist() == [4, 4]
+    assert Rollout.objects.filter(run=stored).count() == 3 * 8
+
+
+def test_an_offline_run_is_uploaded_by_the_cohort_sync_command(asgi_server, key, task, tmp_path):
+    run = cohort.init(asgi_server, task=task.name, mode="offline", dir=tmp_path)
+    for step in range(1, 6):
+        run.log({"loss": 1 / step}, step=step)
+    run.log_rollouts(5, rollouts(5))
+    run.finish()
+    env = {**os.environ, "COHORT_TOKEN": key}
+    done = subprocess.run([COHORT_COMMAND, "sync", str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = Spool.open(run.folder).state["run_id"]
+    assert done.stdout.startswith(f"{run.folder}: 5 steps: 5 steps uploaded, 0 already there; finished as "
+                                  f"succeeded: {asgi_server}")
+    assert stored_steps(run_id) == [1, 2, 3, 4, 5] and Run.objects.get(pk=run_id).state == "succeeded"
+    assert Rollout.objects.filter(run_id=run_id).count() == 8
+    again = subprocess.run([sys.executable, "-m", "cohort", "sync", str(run.folder)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "5 steps: 0 steps uploaded, 0 already there" in again.stdout
+    assert stored_steps(run_id) == [1, 2, 3, 4, 5]
+
+
+# A program that logs steps 1-5, waits (the test stops the server), logs 6-10, and finishes with a
+# timeout shorter than the outage: it exits with steps not uploaded.
+PROGRAM = """
+import sys, cohort
+run = cohort.init(sys.argv[1], task=sys.argv[2], dir=sys.argv[3])
+for step in range(1, 6):
+    run.log({"loss": 1 / step}, step=step)
+run.flush()
+assert run.wait(60)
+print(run.folder, flush=True)
+sys.stdin.readline()
+for step in range(6, 11):
+    run.log({"loss": 1 / step}, step=step)
+run.finish(timeout=1)
+"""
+
+
+@pytest.mark.filterwarnings("ignore:cohort. (cannot upload|reached):cohort.sdk.run.CohortWarning")  # the outage, as expected
+def test_a_server_stopped_mid_run_loses_nothing_and_stores_nothing_twice(transactional_db, key, task, tmp_path):
+    env = service_env(DATABASE_CONN_MAX_AGE="0")
+    port = free_port()
+    with asgi_server_process(tmp_path / "daphne-1.log", env, port=port) as url:
+        # Run A, in this process: the server comes back before it finishes.
+        run = cohort.init(url, key, task=task.name, dir=tmp_path / "a")
+        for step in range(1, 6):
+            run.log({"loss": 1 / step}, step=step)
+            run.log_rollouts(step, rollouts(step))
+        run.flush()
+        assert run.wait(60) and stored_steps(run.id) == [1, 2, 3, 4, 5]
+        # Run B, a program that exits while the server is down.
+        program = subprocess.Popen([sys.executable, "-c", PROGRAM, url, task.name, str(tmp_path / "b")],
+                                   env={**os.environ, "COHORT_TOKEN": key}, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        folder = program.stdout.readline().strip()
+        assert folder, program.communicate(timeout=60)
+    # The server is down: logging goes on at the same pace.
+    slowest = 0.0
+    for step in range(6, 11):
+        started = time.perf_counter()
+        run.log({"loss": 1 / step}, step=step)
+        run.log_rollouts(step, rollouts(step))
+        slowest = max(slowest, time.perf_counter() - started)
+    assert slowest < 0.05
+    run.flush()
+    assert not run.wait(0)
+    out, err = program.communicate("go\n", timeout=60)
+    assert program.returncode == 0, err
+    assert "5 of 10 steps are not uploaded yet" in err and f"cohort sync {folder}" in err
+    with asgi_server_process(tmp_path / "daphne-2.log", env, port=port):
+        run.finish(timeout=60)  # retries at once, without waiting out its backoff
+        assert run.wait(0)
+        done = subprocess.run([COHORT_COMMAND, "sync", folder], env={**os.environ, "COHORT_TOKEN": key},
+                              capture_output=True, text=True, timeout=120)
+    assert stored_steps(run.id) == list(range(1, 11)) and Run.objects.get(pk=run.id).state == "succeeded"
+    assert Rollout.objects.filter(run_id=run.id).count() == 10 * 8  # every step's rollouts, once
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "10 steps: 5 steps uploaded, 0 already there; finished as succeeded" in done.stdout
+    b_id = Spool.open(Path(folder)).state["run_id"]
+    assert stored_steps(b_id) == list(range(1, 11)) and Run.objects.get(pk=b_id).state == "succeeded"
