@@ -10,11 +10,15 @@ exactly, however fast or busy the machine is.
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
+from urllib.parse import urlsplit
 
 from celery import Celery
 from django.conf import settings as django_settings
 from django.test import Client
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import service_env
 from tests.webapp.runs.factories import make_task
@@ -75,3 +79,34 @@ def queued_run(owner, steps: int) -> Run:
     return Run.objects.create(owner=owner, task=make_task(), config=config.to_dict(), total_steps=steps,
                               state=Run.State.QUEUED)
 
+
+# --- the run page's websocket, as a browser opens it ----------------------------------------------
+
+
+def open_socket(url: str, cookie: str) -> ClientConnection:
+    """A websocket to `url` (http://host:port/path) with the browser's headers: the session cookie and
+    the page's Origin, which the server checks against ALLOWED_HOSTS. Raises InvalidHandshake when the
+    server refuses (e.g. HTTP 403), OSError (TimeoutError included) when it cannot be reached in time.
+    No client pings (a browser sends none) and no proxy (the server is on loopback)."""
+    netloc = urlsplit(url).netloc
+    return connect(url.replace("http://", "ws://", 1), origin=f"http://{netloc}",
+                   additional_headers={"Cookie": cookie}, open_timeout=10, ping_interval=None, proxy=None,
+                   legacy=True)  # connects now, so that connect_when_ready can retry
+
+
+def receive_json(ws: ClientConnection, timeout_s: float) -> dict:
+    """The next message, decoded; TimeoutError if none comes in time, ConnectionClosed if the server
+    closed the socket."""
+    return json.loads(ws.recv(timeout=timeout_s))
+
+
+def connect_when_ready(url: str, cookie: str, timeout_s: float = 30.0) -> ClientConnection:
+    """Connects as soon as the server can join the socket to its group again (Redis reachable)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return open_socket(url, cookie)
+        except (InvalidHandshake, ConnectionClosed, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the run socket did not accept a connection within {timeout_s:.0f} s") from exc
+            time.sleep(0.3)

@@ -6,23 +6,22 @@ SIGKILLed and restarted on its port. The trainer waits at its step gate for the 
 
 from __future__ import annotations
 
-import json
 import time
-from urllib.parse import urlsplit
 
 import pytest
 from channels_redis.core import RedisChannelLayer
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
-from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import asgi_server_process, celery_worker, wait_for
 from tests.workers.resilience import (
     TERMINAL,
     assert_every_step_stored_once,
     celery_app_for,
+    connect_when_ready,
     event_log_steps,
     get_json,
+    open_socket,
     queued_run,
+    receive_json,
     session_cookie,
     stored_steps,
     worker_env,
@@ -33,35 +32,6 @@ from webapp.runs.services import TRAIN_TASK
 from webapp.stack import EmbeddedRedis
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def open_socket(url: str, cookie: str) -> ClientConnection:
-    """A websocket to `url` (http://host:port/path) with the browser's headers: the session cookie and
-    the page's Origin, which the server checks against ALLOWED_HOSTS. Raises InvalidHandshake when the
-    server refuses (e.g. HTTP 403), OSError (TimeoutError included) when it cannot be reached in time.
-    No client pings (a browser sends none) and no proxy (the server is on loopback)."""
-    netloc = urlsplit(url).netloc
-    return connect(url.replace("http://", "ws://", 1), origin=f"http://{netloc}",
-                   additional_headers={"Cookie": cookie}, open_timeout=10, ping_interval=None, proxy=None,
-                   legacy=True)  # connects now, so that connect_when_ready can retry
-
-
-def receive_json(ws: ClientConnection, timeout_s: float) -> dict:
-    """The next message, decoded; TimeoutError if none comes in time, ConnectionClosed if the server
-    closed the socket."""
-    return json.loads(ws.recv(timeout=timeout_s))
-
-
-def connect_when_ready(url: str, cookie: str, timeout_s: float = 30.0) -> ClientConnection:
-    """Connects as soon as the server can join the socket to its group again (Redis reachable)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return open_socket(url, cookie)
-        except (InvalidHandshake, ConnectionClosed, OSError) as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the run socket did not accept a connection within {timeout_s:.0f} s") from exc
-            time.sleep(0.3)
 
 
 # --- Redis restarted mid-run ----------------------------------------------------------------
