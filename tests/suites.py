@@ -50,7 +50,7 @@ DATABASE_FIXTURES = frozenset({
 # engine's tests, the trainer's own (no Django at all) and the benchmarks' (fresh-ci on a fast day: the
 # services suite 888 s and the embedded one 1,091 s with cohort/'s tests, 118 s, in the embedded one).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
-EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/benchmarks/")
+EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/benchmarks/", "tests/cohort/test_trl.py")
 
 
 def touches_database(item: pytest.Item) -> bool:
