@@ -4,7 +4,7 @@ The same task as the built-in `toy_format` (trainer/programs/toy_format.py): the
 repeat a word and end with a period; two binary rewards, the period (format) and the first word
 (content), with the regular expression and first-word rule Cohort's task uses. The settings default to
 the task's SmolLM2 suggestion (8 completions a prompt, 4 prompts a step, 24 new tokens, temperature 1,
-LoRA r 16 / alpha 64 at 2e-4, no KL), so a Cohort run and this run of the task sit side by side on the
+LoRA r 16 / alpha 64 / dropout 0.05 at a constant 2e-4, no KL), so a Cohort run and this run of the task sit side by side on the
 compare page.
 
     python examples/trl_toy_format.py --model ~/.cache/cohort/smollm2-135m-instruct \\
@@ -50,12 +50,14 @@ def _scores(reward: str, completions, answer) -> list[float]:
     return scores
 
 
-def period(completions, answer, **kwargs) -> list[float]:
+# Named after the task's rewards, so TRL logs `rewards/regex_match/mean` and the callback sends it as
+# `reward/regex_match`: on the compare page each reward's TRL and Cohort curves share a chart.
+def regex_match(completions, answer, **kwargs) -> list[float]:
     """Format: the completion, stripped, ends with a period (the task's `regex_match`)."""
     return _scores("regex_match", completions, answer)
 
 
-def word(completions, answer, **kwargs) -> list[float]:
+def exact_match(completions, answer, **kwargs) -> list[float]:
     """Content: the completion's first word is the target word (the task's `exact_match`)."""
     return _scores("exact_match", completions, answer)
 
@@ -70,9 +72,9 @@ def make_trainer(model_path: str, output_dir: str, *, steps: int, num_generation
         output_dir=output_dir, use_cpu=True, max_steps=steps, seed=seed, report_to=[], save_strategy="no",
         logging_steps=1, per_device_train_batch_size=num_generations * prompts_per_step,
         num_generations=num_generations, max_completion_length=max_new_tokens, temperature=1.0,
-        learning_rate=2e-4, beta=0.0, disable_tqdm=True, dataloader_num_workers=0)
-    peft_config = LoraConfig(r=16, lora_alpha=64, target_modules="all-linear", task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model_path, reward_funcs=[period, word], args=config, peft_config=peft_config,
+        learning_rate=2e-4, lr_scheduler_type="constant", beta=0.0, disable_tqdm=True, dataloader_num_workers=0)
+    peft_config = LoraConfig(r=16, lora_alpha=64, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=model_path, reward_funcs=[regex_match, exact_match], args=config, peft_config=peft_config,
                           train_dataset=toy_format_dataset(max(64, steps * prompts_per_step), seed=seed))
     for callback in callbacks:
         trainer.add_callback(callback)

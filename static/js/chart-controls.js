@@ -65,11 +65,13 @@
   }
 
   // Replaces one series' data (an HTTP page); call draw(div) after the last one.
-  function setSeries(div, name, { key, steps, y, t = null, tokens = null, long = false }) {
+  // `color`: the series' palette slot when it must match other charts (compare: one color per run);
+  // by default its position in this chart.
+  function setSeries(div, name, { key, steps, y, t = null, tokens = null, long = false, color = null }) {
     const chart = chartOf(div);
     const s = seriesOf(chart, name, key, long);
     Object.assign(s, { key, steps: steps.slice(), y: y.slice(), t: t ? t.slice() : null,
-                       tokens: tokens ? tokens.slice() : null, long: s.long || long });
+                       tokens: tokens ? tokens.slice() : null, long: s.long || long, color });
   }
 
   function draw(div) {

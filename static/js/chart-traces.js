@@ -17,10 +17,11 @@
   const COMPACT_HEIGHT = 96;
 
   function visible(chart, s) { return chart.hidden.has(s.name) ? "legendonly" : true; }
+  function colorOf(s, index) { return PALETTE[(s.color ?? index) % PALETTE.length]; }
 
   function rawTrace(chart, s, index) {
     const smooth = page.view.smoothing > 0;
-    const color = PALETTE[index % PALETTE.length];
+    const color = colorOf(s, index);
     return {
       type: s.long ? "scattergl" : "scatter", mode: s.long ? "lines" : "lines+markers", name: s.name, meta: s.key,
       x: cv.xs(s), y: s.y.slice(), customdata: s.steps.slice(), legendgroup: s.name, showlegend: !smooth,
@@ -30,7 +31,7 @@
   }
 
   function smoothTrace(chart, s, index) {
-    const color = PALETTE[index % PALETTE.length];
+    const color = colorOf(s, index);
     return {
       type: s.long ? "scattergl" : "scatter", mode: "lines", name: s.name, meta: s.key, x: cv.xs(s),
       y: cv.ema(s.y, page.view.smoothing), customdata: s.steps.slice(), legendgroup: s.name, showlegend: true,

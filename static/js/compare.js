@@ -29,8 +29,9 @@
         const t = metric.traces[run.id];
         // A legend entry per run: two runs of the same name are told apart by their id.
         const twin = data.runs.some((other) => other !== run && other.name === run.name);
+        // One color per run on every chart, even where another run has no such metric.
         cc.setSeries(div, twin ? `${run.name} (#${run.id})` : run.name, { key: run.step_url, steps: t.x, y: t.y, t: t.t || null, tokens: t.tokens || null,
-                                      long: t.total > 1000 });
+                                      long: t.total > 1000, color: data.runs.indexOf(run) });
       }
       cc.draw(div);
       div.dataset.traces = String(runs.length);

@@ -22,7 +22,7 @@ NEUTRAL = ("the trajectory grid, group page, fork tree, rollout errors, heatmaps
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 
-def long_events(steps, *, scale=1.0):
+def long_events(steps, *, scale=1.0, extra=None):
     import math
 
     for step in steps:
@@ -30,7 +30,8 @@ def long_events(steps, *, scale=1.0):
                "metrics": {"reward/mean": scale * math.sin(step / 300) + (3.0 if step == 2345 else 0.0),
                            "kl": step / 10000, "group_var/create_query": (step % 50) / 100,
                            "group_var/summarize": ((step * 7) % 40) / 100,
-                           "zero_var_share/create_query": (step % 4) / 4, "zero_var_share/summarize": 0.25}}
+                           "zero_var_share/create_query": (step % 4) / 4, "zero_var_share/summarize": 0.25,
+                           **(extra or {})}}
 
 
 def test_trajectory_grid_aligns_a_hover_style_run(page, screenshot, asgi_server, make_user):
@@ -193,7 +194,7 @@ def test_compare_two_runs(page, screenshot, asgi_server, make_user):
     a = make_run(owner, name="grpo run", config={"estimator": "grpo", "lr": 1e-5, "group_size": 8})
     b = make_run(owner, name="gdpo run", config={"estimator": "gdpo", "lr": 1e-5, "group_size": 8})
     ingest(a, long_events(range(1, 301)))
-    ingest(b, long_events(range(1, 201), scale=0.5))
+    ingest(b, long_events(range(1, 201), scale=0.5, extra={"reward/word": 0.5}))
     log_in(page, asgi_server, "alice")
     page.check(f"input[name=runs][value='{a.pk}']")
     page.check(f"input[name=runs][value='{b.pk}']")
@@ -208,3 +209,11 @@ def test_compare_two_runs(page, screenshot, asgi_server, make_user):
     lengths = page.evaluate("() => document.querySelector('#compare-reward-mean').data.map(t => t.x.length)")
     assert sorted(lengths) == [200, 300]
     screenshot("compare-two-runs")
+    # A run keeps its color on a chart the other run has no trace in (a TRL run's own reward names).
+    page.select_option("#metric-choice", ["reward/mean", "reward/word"])
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_selector("#compare-reward-word[data-traces='1']")
+    colors = page.evaluate("""() => Object.fromEntries(['#compare-reward-mean', '#compare-reward-word'].map(
+        id => [id, Object.fromEntries(document.querySelector(id).data.map(t => [t.name, t.line.color]))]))""")
+    assert colors["#compare-reward-word"]["gdpo run"] == colors["#compare-reward-mean"]["gdpo run"]
+    assert colors["#compare-reward-mean"]["gdpo run"] != colors["#compare-reward-mean"]["grpo run"]

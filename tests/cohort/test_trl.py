@@ -104,7 +104,7 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
 
     run = Run.objects.get(pk=cohort.run.id)
     assert (run.origin, run.state, run.task.name, run.owner) == ("trl", Run.State.SUCCEEDED, "toy_format", owner)
-    assert run.config["num_generations"] == NUM_GENERATIONS and run.config["reward_funcs"] == ["period", "word"]
+    assert run.config["num_generations"] == NUM_GENERATIONS and run.config["reward_funcs"] == ["regex_match", "exact_match"]
 
     # Every step once, through the outage, with TRL's numbers under TRL's names and Cohort's.
     stored = list(StepMetric.objects.filter(run=run).order_by("step"))
@@ -123,7 +123,7 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
         groups = list(Group.objects.filter(run=run, step=step).order_by("index"))
         assert len(groups) == PROMPTS_PER_STEP and all(g.size == NUM_GENERATIONS for g in groups)
         members = list(GroupMember.objects.filter(group__in=groups).order_by("group__index", "position"))
-        assert all(set(m.reward_components) == {"period", "word"} for m in members)
+        assert all(set(m.reward_components) == {"regex_match", "exact_match"} for m in members)
         rewards = np.array([m.reward for m in members])
         group_ids = np.repeat(np.arange(PROMPTS_PER_STEP), NUM_GENERATIONS)
         np.testing.assert_allclose([m.advantage for m in members], grpo_advantages(rewards, group_ids), atol=1e-4)
@@ -135,7 +135,7 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
     page = browser.get(f"/runs/{run.pk}/groups/{group.pk}/")
     assert page.status_code == 200
     text = page.content.decode()
-    assert "period" in text and "word" in text
+    assert "regex_match" in text and "exact_match" in text
     first = trainer._logs["completion"][0]  # the last step's batch: prompt 0's first completion
     first = first[-1]["content"] if isinstance(first, list) else first
     assert escape(first[:40]) in text
