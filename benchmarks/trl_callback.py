@@ -4,9 +4,10 @@ Two copies of the same training in this process, in lockstep: TRL's `GRPOTrainer
 SmolLM2-135M-Instruct, on the CPU, on Cohort's `toy_format` task (examples/trl_toy_format.py: the
 task's SmolLM2 settings, fewer prompts and tokens so the run takes minutes), the same seed, so the
 same prompts and samples; one without the callback (A), one with it (B). They take turns a step at a
-time (A's step 1, B's step 1, A's step 2, ...), so a machine that slows down slows both alike. With the
-callback, every step's metrics and completions (prompt, completion, both rewards, advantage, group)
-go to daphne serving the real app on a throwaway PostgreSQL database (`cohort_bench_trl` on
+time (A's step 1, B's step 1, A's step 2, ...), so a machine that slows down slows both alike; each
+keeps its own random state across turns, so both draw the same samples (checked: the script prints
+whether both copies generated the same tokens every step). With the callback, every step's metrics
+and completions (prompt, completion, both rewards, advantage, group) go to daphne serving the real app on a throwaway PostgreSQL database (`cohort_bench_trl` on
 DATABASE_URL's server) through the SDK's background sender, which runs on while the other copy
 trains: the server and the sender share the two cores with the training, as on a laptop.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -64,23 +66,45 @@ class Lockstep:
         return self.arms[1 - self.arms.index(arm)]
 
 
+def _rng_state() -> tuple:
+    import numpy as np
+    import torch
+
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+
+def _set_rng_state(state: tuple) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state[0])
+    np.random.set_state(state[1])
+    torch.set_rng_state(state[2])
+
+
 def step_clock(lockstep: Lockstep, arm: str, times: list[float]):
-    """A callback that times each of the trainer's steps while it holds the turn."""
-    from transformers import TrainerCallback
+    """A callback that times each of the trainer's steps while it holds the turn. The two copies share
+    the process's random generators (sampling, LoRA dropout), so each keeps its own state across turns:
+    both start from the seed and draw the same samples, as if each ran alone."""
+    from transformers import TrainerCallback, set_seed
 
     class Clock(TrainerCallback):
         started: float | None = None
+        rng: tuple | None = None
 
         def on_train_begin(self, args, state, control, **kwargs):
             lockstep.take(arm)
+            set_seed(args.seed)
             self.started = time.perf_counter()
 
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == 0:
                 return  # the turn is held since on_train_begin
             times.append(time.perf_counter() - self.started)
+            self.rng = _rng_state()
             lockstep.give(arm)
             lockstep.take(arm)
+            _set_rng_state(self.rng)
             self.started = time.perf_counter()
 
         def on_train_end(self, args, state, control, **kwargs):
@@ -140,6 +164,8 @@ def main() -> None:
                 for thread in threads:
                     thread.join()
                 runs = [callback.run.id]
+                tokens = {arm: [h["num_tokens"] for h in t.state.log_history if "num_tokens" in h]
+                          for arm, t in trainers.items()}
             stored = StepMetric.objects.filter(run_id__in=runs).count()
         finally:
             close_django_connections()
@@ -148,7 +174,8 @@ def main() -> None:
     without, with_callback = statistics.median(times["A"]), statistics.median(times["B"])
     ratio = with_callback / without
     print(f"{len(times['A'])} steps each way, taking turns ({args.warmup} warm-up steps dropped); "
-          f"{stored} of {args.steps} steps stored by the server")
+          f"{stored} of {args.steps} steps stored by the server; the same tokens generated every step: "
+          f"{'yes' if tokens['A'] == tokens['B'] else 'NO'}")
     print(f"median step: {without:.3f} s without, {with_callback:.3f} s with the callback; "
           f"means {statistics.fmean(times['A']):.3f} s and {statistics.fmean(times['B']):.3f} s")
     print(f"ratio {ratio:.4f} (target <= {TARGET_RATIO}): {'met' if ratio <= TARGET_RATIO else 'NOT met'}")
