@@ -138,6 +138,7 @@ def main() -> None:
         try:
             django_setup(database_url)
             from django.contrib.auth import get_user_model
+            from transformers import set_seed
 
             from cohort.trl import CohortCallback
             from webapp.api.services import token_create
@@ -148,9 +149,12 @@ def main() -> None:
             env = dict(os.environ, DJANGO_SETTINGS_MODULE="webapp.settings", PYTHONUNBUFFERED="1")
             times: dict[str, list[float]] = {"A": [], "B": []}
             with daphne(env) as port:
-                trainers = {arm: make_trainer(model, f"{work}/{arm}", steps=args.steps, seed=0,
-                                              num_generations=args.num_generations, prompts_per_step=args.prompts,
-                                              max_new_tokens=args.max_new_tokens) for arm in "AB"}
+                trainers = {}
+                for arm in "AB":
+                    set_seed(0)  # the LoRA weights are drawn before the Trainer seeds itself: the same for both
+                    trainers[arm] = make_trainer(model, f"{work}/{arm}", steps=args.steps, seed=0,
+                                                 num_generations=args.num_generations, prompts_per_step=args.prompts,
+                                                 max_new_tokens=args.max_new_tokens)
                 lockstep = Lockstep()
                 for arm, trainer in trainers.items():
                     trainer.callback_handler.callbacks.insert(0, step_clock(lockstep, arm, times[arm]))
