@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from benchmarks.ingest import (  # noqa: E402
     throwaway_database,
 )
 from webapp.processes import die_with_parent, stop_process_group  # noqa: E402
+from webapp.stack import free_local_port  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_stream"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/9"
@@ -63,16 +63,10 @@ TARGET_P95_MS = 100.0
 # --- daphne -------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def daphne(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[int]:
     """daphne serving the ASGI app on a free loopback port; yields the port once /healthz answers."""
-    port = free_port()
+    port = free_local_port()
     with tempfile.NamedTemporaryFile(prefix="cohort-bench-daphne-", suffix=".log") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],

@@ -7,7 +7,6 @@ Integration tests run against the real PostgreSQL and Redis named by DATABASE_UR
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from django.test import Client
 from tests import suites
 from trainer.run.gate import GATE_ENV, StepGate
 from webapp.processes import die_with_parent, stop_process_group
+from webapp.stack import free_local_port as free_port  # tests import it from here
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -82,12 +82,6 @@ def staff(make_user):
 def csrf_client():
     """A test client that enforces CSRF like a browser would meet it."""
     return Client(enforce_csrf_checks=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def service_env(**extra: str) -> dict[str, str]:
@@ -188,6 +182,20 @@ def celery_worker(log_path: Path, env: dict[str, str], *, app=None, queues: str 
         stop_process_group(process)
 
 
+def _daphne_answers(url: str, process: subprocess.Popen, log_path: Path) -> bool:
+    """Whether daphne answers HTTP yet (any status: a 503 means a dependency is down, the server is up);
+    a daphne that exited fails the test with its log."""
+    if process.poll() is not None:
+        pytest.fail(f"daphne exited at start:\n{log_path.read_text()}")
+    try:
+        urllib.request.urlopen(f"{url}/healthz", timeout=1)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 @contextmanager
 def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float = 60.0,
                         port: int | None = None) -> Iterator[str]:
@@ -202,19 +210,7 @@ def asgi_server_process(log_path: Path, env: dict[str, str], *, timeout_s: float
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"daphne exited at start:\n{log_path.read_text()}")
-            try:
-                urllib.request.urlopen(f"{url}/healthz", timeout=1)
-                break
-            except urllib.error.HTTPError:  # it answered (503 = a dependency is down): the server is up
-                break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"daphne did not answer:\n{log_path.read_text()}")
+        wait_for(lambda: _daphne_answers(url, process, log_path), timeout_s, "daphne to answer HTTP", log_path)
         yield url
     finally:
         stop_process_group(process)
