@@ -39,11 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,25 +54,16 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PYTHON = sys.executable
-READY = "Cohort is running at"
+from benchmarks.dashboard import PYTHON, LoadSampler, Stack, machine, screenshot  # noqa: E402
+
 TASK = "toy_format"
 COHORT_NAME = "cohort toy_format"
 TRL_NAME = "trl toy_format"
-# Cohort's names for the task's two rewards, and the names of TRL's reward functions in the example.
-# examples/trl_toy_format.py names its reward functions after the task's rewards, so each reward's
-# two curves share a chart.
-COHORT_REWARDS = TRL_REWARDS = ("reward/regex_match", "reward/exact_match")
-# The Compare page's charts, two a row: the mean beside the zero-variance share, then each reward
-# under Cohort's name (left) beside the same reward under the TRL example's name (right).
-CHART_METRICS = ("reward/mean", "zero_var_share", *COHORT_REWARDS)
-DEFAULT_MODEL_CACHE = Path.home() / ".cache" / "cohort"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# The task's two rewards. examples/trl_toy_format.py names its reward functions after them, so both
+# runs log them under the same keys and each reward's two curves share a chart.
+REWARDS = ("reward/regex_match", "reward/exact_match")
+# The Compare page's charts, two a row: the mean beside the zero-variance share, then the two rewards.
+CHART_METRICS = ("reward/mean", "zero_var_share", *REWARDS)
 
 
 # --- the numbers ----------------------------------------------------------------------------------
@@ -130,141 +119,6 @@ def table(rows: list[dict[str, Any]]) -> str:
                      f"{_fmt(row['own'][0])} / {_fmt(row['own'][1])} | {_duration(row['wall_s'])} | "
                      f"{_fmt(row['reward'][0])} | {_fmt(row['reward'][1])} |")
     return "\n".join(lines)
-
-
-def machine() -> str:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{cores} CPU cores ({model or platform.processor() or platform.machine()}), no GPU used"
-
-
-class LoadSampler:
-    """The 1-minute load average, sampled every few seconds while a training runs: on a shared machine
-    it says how much else ran beside it (2.0 on 2 cores: the training alone would fill them)."""
-
-    def __init__(self, every_s: float = 5.0):
-        import threading
-
-        self.every_s, self.samples = every_s, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
-            self._stop.wait(self.every_s)
-
-    def __enter__(self) -> LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def mean(self) -> float | None:
-        return statistics.fmean(self.samples) if self.samples else None
-
-
-# --- the stack ------------------------------------------------------------------------------------
-
-class Stack:
-    """`python -m webapp.stack up` on a throwaway COHORT_VAR_DIR and a free port, in a process group of
-    its own; `manage()` runs Django code against its database."""
-
-    def __init__(self, var_dir: Path, model_cache: Path):
-        self.var_dir = var_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
-        self.env.update(COHORT_VAR_DIR=str(var_dir), COHORT_PORT=str(self.port), COHORT_MODEL_CACHE=str(model_cache),
-                        PYTHONUNBUFFERED="1")
-        self.log = var_dir / "stack.log"
-        self.process: subprocess.Popen | None = None
-        self.pgids: list[int] = []
-
-    def start(self, timeout_s: float = 300.0) -> None:
-        self.var_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([PYTHON, "-m", "webapp.stack", "up"], cwd=ROOT, env=self.env, stdout=out,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if READY in self.log.read_text(errors="replace"):
-                pids = self.var_dir / "stack.pids"
-                self.pgids = [int(p) for p in pids.read_text().split()] if pids.exists() else []
-                return
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the stack exited with {self.process.returncode}:\n{self._tail()}")
-            time.sleep(0.5)
-        raise RuntimeError(f"the stack did not say it was running within {timeout_s:.0f} s:\n{self._tail()}")
-
-    def _tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def manage_shell(self, code: str, extra_env: dict[str, str] | None = None) -> str:
-        done = subprocess.run([PYTHON, "manage.py", "shell", "-c", code], cwd=ROOT, env={**self.env, **(extra_env or {})},
-                              capture_output=True, text=True, check=False)
-        if done.returncode:
-            raise RuntimeError(f"manage.py shell failed:\n{done.stdout}\n{done.stderr}")
-        return done.stdout
-
-    def user_and_token(self, username: str, password: str) -> str:
-        """A new user of the stack's database and a new API token for it; returns the token's key."""
-        code = ("import os\n"
-                "from django.contrib.auth import get_user_model\n"
-                "from webapp.api.services import token_create\n"
-                "user = get_user_model().objects.create_user(os.environ['BENCH_USER'], password=os.environ['BENCH_PASSWORD'])\n"
-                "print('KEY=' + token_create(user=user, name='cohort_vs_trl')[1])\n")
-        out = self.manage_shell(code, {"BENCH_USER": username, "BENCH_PASSWORD": password})
-        return next(line[4:] for line in out.splitlines() if line.startswith("KEY="))
-
-    def step_times(self, run_id: int) -> list[float]:
-        """The stored steps' `StepMetric.created_at` (epoch seconds) in step order, the newest attempt's."""
-        code = ("import json\n"
-                "from webapp.runs.models import StepMetric\n"
-                f"rows = StepMetric.objects.filter(run_id={int(run_id)}).order_by('step', 'attempt')\n"
-                "print('JSON=' + json.dumps({r.step: r.created_at.timestamp() for r in rows}))\n")
-        out = self.manage_shell(code)
-        by_step = json.loads(next(line[5:] for line in out.splitlines() if line.startswith("JSON=")))
-        return [by_step[k] for k in sorted(by_step, key=int)]
-
-    def stop(self) -> None:
-        """SIGINT to the stack's group (Ctrl-C); the stack stops its children. Then any group it
-        recorded that is still there is killed."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        for pgid in self.pgids:
-            for _ in range(20):
-                try:
-                    os.killpg(pgid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.5)
-            else:
-                print(f"process group {pgid} outlived the stack; killing it", file=sys.stderr)
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 # --- the two trainings ----------------------------------------------------------------------------
@@ -376,35 +230,6 @@ def compare_url(url: str, run_ids: list[int], metrics: tuple[str, ...] = CHART_M
     return f"{url}/runs/compare?" + urlencode([("runs", i) for i in run_ids] + [("metrics", m) for m in metrics])
 
 
-def screenshot(url: str, username: str, password: str, run_ids: list[int], path: Path) -> str:
-    """Logs in, opens the Compare page and saves its charts (every chart drawn) to `path`."""
-    from playwright.sync_api import sync_playwright
-
-    page_url = compare_url(url, run_ids)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=os.environ.get("COHORT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"])
-        try:
-            page = browser.new_context(viewport={"width": 1360, "height": 900}, device_scale_factor=1).new_page()
-            page.goto(f"{url}/login/")
-            page.fill("#id_username", username)
-            page.fill("#id_password", password)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{url}/", timeout=60_000)
-            page.goto(page_url)
-            page.wait_for_function(f"document.querySelectorAll('#compare-charts .chart[data-traces]').length === "
-                                   f"{len(CHART_METRICS)}", timeout=60_000)
-            page.wait_for_timeout(1000)  # Plotly's last layout pass
-            path.parent.mkdir(parents=True, exist_ok=True)
-            charts = page.locator("#compare-charts")
-            charts.scroll_into_view_if_needed()
-            charts.screenshot(path=str(path), animations="disabled", timeout=120_000)
-        finally:
-            browser.close()
-    return page_url
-
-
 # --- the whole measurement ------------------------------------------------------------------------
 
 def measure(args) -> dict[str, Any]:
@@ -433,8 +258,8 @@ def measure(args) -> dict[str, Any]:
             trl = run_trl(url, token, model, args.steps, args.seed, work, args.timeout)
         trl_run = find_trl_run(client, cohort_id)
 
-        c_series = series(client, cohort_id, ("reward/mean", "time/step_s", *COHORT_REWARDS))
-        t_series = series(client, trl_run["id"], ("reward/mean", "step_time", *TRL_REWARDS))
+        c_series = series(client, cohort_id, ("reward/mean", "time/step_s", *REWARDS))
+        t_series = series(client, trl_run["id"], ("reward/mean", "step_time", *REWARDS))
         c_between = intervals(stack.step_times(cohort_id)) if stack else []
         rows = [
             {"system": f"Cohort (run {cohort_id})", "steps": len(c_series["reward/mean"]),
@@ -452,7 +277,10 @@ def measure(args) -> dict[str, Any]:
             "trl": {"run": trl_run["id"], "series": t_series, "between_s": intervals(trl["step_ends"])},
         }
         if args.screenshot and username and password:
-            result["compare_url"] = screenshot(url, username, password, [cohort_id, trl_run["id"]], args.screenshot)
+            result["compare_url"] = compare_url(url, [cohort_id, trl_run["id"]])
+            screenshot(url, username, password, result["compare_url"], args.screenshot, ready=(
+                f"document.querySelectorAll('#compare-charts .chart[data-traces]').length === {len(CHART_METRICS)}"),
+                selector="#compare-charts")
             result["screenshot"] = str(args.screenshot)
         elif args.screenshot:
             print("No screenshot: --username and --password are needed to log in to a running server", flush=True)
@@ -496,6 +324,8 @@ def main(argv: list[str] | None = None) -> None:
         split = argv.index("--")
         trl_child(child.parse_args(argv[1:split]).clock, argv[split + 1:])
         return
+    from trainer.models.smollm2 import default_cache_dir  # the model cache's own rule (it loads torch)
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
@@ -504,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--username", help="to log in to --url's server for the screenshot")
     parser.add_argument("--password", default=os.environ.get("COHORT_PASSWORD"))
     parser.add_argument("--model-cache", type=Path,
-                        default=Path(os.environ.get("COHORT_MODEL_CACHE") or DEFAULT_MODEL_CACHE),
+                        default=default_cache_dir(),
                         help="the cache holding the built SmolLM2 (default: $COHORT_MODEL_CACHE, else ~/.cache/cohort)")
     parser.add_argument("--screenshot", default=str(ROOT / "docs" / "screenshots" / "cohort-vs-trl.png"),
                         help="where the Compare page's charts are saved ('' for none)")
