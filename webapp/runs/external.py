@@ -31,7 +31,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from trainer.algorithms.metrics import group_reward_variance, intra_group_similarity, zero_variance_share
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest import finite_or_none, step_events_ingest
 from webapp.runs.launch_limits import limits_check_external
 from webapp.runs.messages import StatusNotice, notice_send, step_notices_send
 from webapp.runs.models import EXTERNAL_PROGRAM, Program, Run, StepMetric, Task
@@ -205,7 +205,7 @@ def _trajectory(index: int, rollout: dict[str, Any]) -> dict[str, Any]:
     rewards = dict(rollout.get("rewards") or {})
     known = [value for value in rewards.values() if value is not None]
     # No reward sent: the sum of the known components (none known: unknown).
-    reward = rollout["reward"] if "reward" in rollout else (_finite(float(sum(known))) if known else None)
+    reward = rollout["reward"] if "reward" in rollout else (finite_or_none(float(sum(known))) if known else None)
     group = rollout.get("group")
     group_id = None if group is None else str(group)
     prompt, messages = _prompt_text(rollout["prompt"])
@@ -247,7 +247,7 @@ def _group(trajectories: list[dict[str, Any]], indexes: list[int]) -> _Group:
         "invocation_index": 0, "example_id": chosen[0]["example_id"],
         # The trainer's rule (trainer.algorithms.groups.ModuleGroup.kind): one prompt for all is homogeneous.
         "kind": "homogeneous" if len({c["prompt"] for c in calls}) <= 1 else "heterogeneous",
-        "reward_mean": _finite(mean), "reward_var": _finite(variance), "similarity": _finite(similarity),
+        "reward_mean": finite_or_none(mean), "reward_var": finite_or_none(variance), "similarity": finite_or_none(similarity),
         "members": [{"trajectory_id": t["trajectory_id"], "call_id": c["call_id"], "reward": t["reward"],
                      "reward_components": t["rewards"], "advantage": c["advantage"]} for t, c in zip(chosen, calls, strict=True)],
     }
@@ -296,7 +296,3 @@ def _nanmean(values: list[float]) -> float:
     known = [v for v in values if not math.isnan(v)]
     with np.errstate(all="ignore"):
         return float(np.mean(known)) if known else math.nan
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None

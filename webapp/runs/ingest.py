@@ -42,7 +42,8 @@ EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.run.loop.Trainer.evaluate
 MAX_ERROR_CHARS = 10_000  # the trainer sends at most 2,000 (trainer.rollouts.failures.describe_error)
 
 
-def _finite(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
+    """A number as stored: None for None, NaN and the infinities (JSON and the float columns have none)."""
     if value is None:
         return None
     value = float(value)
@@ -62,7 +63,7 @@ def _without_nul(value: Any) -> Any:
 
 def _clean_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
     """JSON has no NaN: unknown values are stored as null."""
-    return {_without_nul(str(k)): _finite(v) for k, v in metrics.items() if isinstance(v, int | float) or v is None}
+    return {_without_nul(str(k)): finite_or_none(v) for k, v in metrics.items() if isinstance(v, int | float) or v is None}
 
 
 def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepMetric]:
@@ -161,7 +162,7 @@ class StepRows:
                                           "group_id": t.get("group_id")}),
                 "final_output": _without_nul(t.get("final_output")),
                 "reward_components": _without_nul(t.get("rewards") or {}),
-                "total_reward": _finite(t.get("reward")), "failed": bool(t.get("failed")),
+                "total_reward": finite_or_none(t.get("reward")), "failed": bool(t.get("failed")),
                 "error": _without_nul(str(t.get("error") or ""))[:MAX_ERROR_CHARS],
             })
             self.rollout_parents.append(position_of.get(t.get("parent_id")) if t.get("parent_id") else None)
@@ -177,8 +178,8 @@ class StepRows:
                     "position": position, "module": _without_nul(c["module"]),
                     "invocation_index": int(c["invocation_index"]),
                     "prompt": None, "completion": None, "messages": None,  # in the example's CallText row
-                    "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": _finite(c.get("specific_reward")) or 0.0,
-                    "propagated_reward": _finite(c.get("propagated_reward")), "advantage": _finite(c.get("advantage")),
+                    "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": finite_or_none(c.get("specific_reward")) or 0.0,
+                    "propagated_reward": finite_or_none(c.get("propagated_reward")), "advantage": finite_or_none(c.get("advantage")),
                 })
         for example, calls in texts.items():
             self.texts.append({"run_id": run_id, "attempt": attempt, "step": step, "example_id": example,
@@ -190,8 +191,8 @@ class StepRows:
                 "invocation_index": int(g.get("invocation_index") or 0),
                 "kind": _without_nul(g.get("kind", Group.Kind.HOMOGENEOUS)),
                 "example_id": _without_nul(str(g.get("example_id") or ""))[:200], "size": len(g.get("members", [])),
-                "reward_mean": _finite(g.get("reward_mean")), "reward_var": _finite(g.get("reward_var")),
-                "similarity": _finite(g.get("similarity")),
+                "reward_mean": finite_or_none(g.get("reward_mean")), "reward_var": finite_or_none(g.get("reward_var")),
+                "similarity": finite_or_none(g.get("similarity")),
             })
             for position, m in enumerate(g.get("members", [])):
                 call = call_position.get((m.get("trajectory_id"), m.get("call_id")))
@@ -203,8 +204,8 @@ class StepRows:
                 self.member_calls.append(call)
                 self.members.append({
                     "position": position, "padded": bool(m.get("padded")), "duplicated": bool(m.get("duplicated")),
-                    "reward": _finite(m.get("reward")), "reward_components": _without_nul(m.get("reward_components") or {}),
-                    "advantage": _finite(m.get("advantage")),
+                    "reward": finite_or_none(m.get("reward")), "reward_components": _without_nul(m.get("reward_components") or {}),
+                    "advantage": finite_or_none(m.get("advantage")),
                     "component_advantages": _without_nul(m.get("component_advantages") or {}),
                 })
 
