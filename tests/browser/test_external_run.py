@@ -1,0 +1,64 @@
+"""The run page of a run trained elsewhere, in a real browser against the real ASGI app: its origin and
+why it has no Cancel or Resume, its charts growing as its trainer posts steps through the logging API,
+its end shown live, and its groups in the group inspector."""
+
+import json
+import urllib.request
+
+import pytest
+
+from tests.browser.session import PASSWORD, log_in, off_playwright_thread
+from tests.suites import UI_ONLY
+from webapp.api.services import token_create
+from webapp.runs.external import external_run_start, external_steps_log
+from webapp.runs.models import Group
+
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
+
+
+def logged_step(step):
+    """Two prompts x 2 completions, two rewards, as TRL's callback sends them."""
+    rollouts = [{"prompt": [{"role": "user", "content": f"Repeat: word {g}"}], "completion": f"word {g} try {i}.",
+                 "rewards": {"regex_match": 1.0, "exact_match": float(i == step % 2)}, "advantage": 0.5 - i,
+                 "group": g} for g in range(2) for i in range(2)]
+    return {"step": step, "metrics": {"loss": 0.1 * step}, "rollouts": rollouts}
+
+
+def post(url, token, body):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.load(answer)
+
+
+def test_an_external_runs_page_is_live_says_why_it_has_no_cancel_and_shows_its_groups(
+        page, screenshot, asgi_server, make_user):
+    alice = make_user("alice", password=PASSWORD)
+    token = token_create(user=alice, name="trl")[1]
+    run, _ = external_run_start(alice, client_id="trl-1", task="toy_format", name="trl run", origin="trl")
+    external_steps_log(run, [logged_step(s) for s in (1, 2)])
+    log_in(page, asgi_server, "alice")
+    page.goto(f"{asgi_server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.querySelector('#chart-reward')?.dataset.points === '2'")
+    assert page.inner_text("#run-origin") == "TRL"
+    assert "stop or resume it where it trains" in page.inner_text("#external-note")
+    assert page.locator("#cancel-form").count() == 0 and page.locator("#resume-form").count() == 0
+    assert page.inner_text("#run-step") == "2" and " / 0" not in page.inner_text(".facts")  # no total was given
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    # Live: a step posted through the API by the trainer reaches the open page, and so does its end.
+    off_playwright_thread(lambda: post(f"{asgi_server}/api/runs/{run.pk}/steps/", token, {"steps": [logged_step(3)]}))
+    page.wait_for_function("() => document.querySelector('#chart-reward')?.dataset.points === '3'")
+    off_playwright_thread(lambda: post(f"{asgi_server}/api/runs/{run.pk}/finish/", token, {"state": "succeeded"}))
+    page.wait_for_function("() => document.getElementById('run-state').textContent === 'succeeded'")
+    assert errors == []
+    screenshot("external-run-page")
+
+    # The group inspector: the members' completions and both rewards.
+    group = Group.objects.get(run=run, step=3, index=1)
+    page.goto(f"{asgi_server}/runs/{run.pk}/groups/{group.pk}/")
+    page.wait_for_selector("#members")
+    members = page.inner_text("#members")
+    assert "word 1 try 0." in members and "word 1 try 1." in members
+    assert "regex_match" in page.content() and "exact_match" in page.content()
