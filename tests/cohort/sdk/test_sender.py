@@ -5,7 +5,6 @@ waits for any of it."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from cohort.sdk.spool import Spool
 from cohort.sdk.sync import sync_main
 from tests.cohort.sdk.conftest import RUN_ID, TOKEN
 from tests.conftest import wait_for
+from webapp.stack import free_local_port
 
 
 def online(stub, tmp_path, **kwargs):
@@ -43,11 +43,13 @@ def test_steps_go_in_batches_then_the_finish(stub, tmp_path):
 
 def test_a_413_splits_the_batch_and_a_step_still_too_large_is_set_aside(stub, tmp_path):
     stub.max_body = 3_000  # about three steps of ~900 bytes
-    run = online(stub, tmp_path)
-    for step in range(10):
-        size = 5_000 if step == 6 else 800
-        run.log_rollouts(step, [{"prompt": "p", "completion": "x" * size, "reward": 1.0}])
+    # The sender meets the refusal as soon as step 6 is sealed (step 7 logged), before finish() or
+    # after: the warning is awaited from the run's start.
     with pytest.warns(CohortWarning, match="refused step 6 \\(413: Request body too large.\\)"):
+        run = online(stub, tmp_path)
+        for step in range(10):
+            size = 5_000 if step == 6 else 800
+            run.log_rollouts(step, [{"prompt": "p", "completion": "x" * size, "reward": 1.0}])
         run.finish()
     assert sorted(stub.steps) == [0, 1, 2, 3, 4, 5, 7, 8, 9]
     assert any(status == 413 for status, _, _ in stub.posts)
@@ -60,10 +62,10 @@ def test_a_413_splits_the_batch_and_a_step_still_too_large_is_set_aside(stub, tm
 
 def test_one_refused_step_never_holds_back_the_others(stub, tmp_path):
     stub.refuse = {3}
-    run = online(stub, tmp_path)
-    for step in range(6):
-        run.log({"loss": float(step)}, step=step)
     with pytest.warns(CohortWarning, match="refused step 3 \\(400: step 3: a reward is not a number\\)"):
+        run = online(stub, tmp_path)
+        for step in range(6):
+            run.log({"loss": float(step)}, step=step)
         run.finish()
     assert sorted(stub.steps) == [0, 1, 2, 4, 5] and stub.finishes == [{"state": "succeeded", "error": ""}]
     (rejected,) = [json.loads(line) for line in (run.folder / "rejected.jsonl").read_text().splitlines()]
@@ -73,28 +75,22 @@ def test_one_refused_step_never_holds_back_the_others(stub, tmp_path):
 
 def test_an_outage_is_ridden_out_and_finish_retries_at_once(stub, tmp_path):
     stub.down = True
-    run = online(stub, tmp_path)
     with pytest.warns(CohortWarning, match="cannot upload to Cohort \\(503: down for maintenance\\)"):
+        run = online(stub, tmp_path)  # the sender meets the outage at once: creating the run
         for step in range(5):
             run.log({"loss": float(step)}, step=step)
         run.flush()
         wait_for(lambda: stub.down_answers >= 2, 30, "the sender to retry")  # it warned after the first
     assert not run.wait(0)
     assert run.id is None and stub.steps == {}
-    stub.down = False
     with pytest.warns(CohortWarning, match="reached .* again; uploading"):
+        stub.down = False  # the sender's next retry (within 5 s) may come before finish() wakes it
         run.finish(timeout=30)
     assert run.wait(0) and sorted(stub.steps) == [0, 1, 2, 3, 4] and stub.finishes
 
 
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again: nothing listens there
-
-
 def test_log_never_waits_for_an_unreachable_server(tmp_path, capsys, recwarn):
-    run = cohort.init(f"http://127.0.0.1:{unused_port()}", "any", task="toy-task", dir=tmp_path)
+    run = cohort.init(f"http://127.0.0.1:{free_local_port()}", "any", task="toy-task", dir=tmp_path)
     durations = []
     for step in range(1000):
         started = time.perf_counter()
@@ -111,12 +107,14 @@ def test_log_never_waits_for_an_unreachable_server(tmp_path, capsys, recwarn):
 
 
 def test_a_refused_token_stops_the_upload_with_one_warning(stub, tmp_path, capsys):
-    run = cohort.init(stub.url, "revoked", task="toy-task", dir=tmp_path)
-    run.log({"loss": 1.0}, step=0)
-    with pytest.warns(CohortWarning, match="Cohort refused the upload \\(401: token rejected"):
+    # The sender meets the 401 creating the run, right after init: the warning is awaited from there.
+    with pytest.warns(CohortWarning, match="Cohort refused the upload \\(401: token rejected") as caught:
+        run = cohort.init(stub.url, "revoked", task="toy-task", dir=tmp_path)
+        run.log({"loss": 1.0}, step=0)
         started = time.monotonic()
         run.finish(timeout=30)
     assert time.monotonic() - started < 10  # it stopped: no waiting for a timeout
+    assert len([w for w in caught if issubclass(w.category, CohortWarning)]) == 1
     assert not run.wait(0) and stub.steps == {}
     assert f"cohort sync {run.folder}" in capsys.readouterr().err
     # The steps are all there: `cohort sync` with a good token uploads them.
