@@ -58,6 +58,8 @@ def _distribution_of(entry: metadata.EntryPoint) -> str:
     dist = getattr(entry, "dist", None)
     if dist is None:
         return "unknown distribution"
+    if dist.name == BUILTIN_DISTRIBUTION:  # Cohort's own entries (its DSPy programs) are built-ins
+        return BUILTIN_DISTRIBUTION
     return f"{dist.name} {dist.version}"
 
 

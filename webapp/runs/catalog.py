@@ -35,6 +35,10 @@ BUILTIN_TASKS = [
      "Synthetic two-reward task generated in code for the real instruct model (builtin:smollm2-135m-instruct): "
      "answer 'What is 7 + 5?' correctly (correctness) as exactly 'The answer is 12.' (format). The model "
      "meets both partly from the start, the regime where GDPO expects its gain."),
+    ("word_math", "word_math", "Word problems in two DSPy modules",
+     "Synthetic two-module DSPy task generated in code for builtin:smollm2-135m-instruct: extract writes the "
+     "calculation of a short word problem, solve replies with the number alone (format and correctness "
+     "rewards). The model is right about one time in ten before training: the Experiment page's task."),
 ]
 
 

@@ -30,7 +30,7 @@ CORPUS = str(SHARED_DATA / "hotpotqa" / "corpus.jsonl")
 def test_every_program_is_registered_with_its_description():
     builtins = [p for p in list_programs() if p["distribution"] == "cohort"]  # plugins add their own
     assert {p["name"] for p in builtins} == {"toy", "toy_format", "arith_format", "banking77", "search", "hover", "toolcall",
-                                                "math"}
+                                                "math", "word_math"}  # word_math: an entry point of Cohort's own
     for info in builtins:
         assert info["agents"] and info["title"] and info["default_rewards"]
         for reward in info["default_rewards"]:
