@@ -7,7 +7,8 @@
     prompts: "phase 1 of 2: optimizing prompts",
     weights: "phase 2 of 2: training weights",
   };
-  const OPTIMIZERS = { mipro_light: "MIPROv2 (light)", mipro_medium: "MIPROv2 (medium)", gepa: "GEPA" };
+  const OPTIMIZERS = { mipro_light: "MIPROv2 (light)", mipro_medium: "MIPROv2 (medium)", gepa: "GEPA",
+                       bootstrap_rs: "BootstrapFewShotWithRandomSearch" };
 
   function text(tag, value, className) {
     const node = document.createElement(tag);

@@ -94,8 +94,13 @@ def test_each_field_shows_only_under_the_choices_that_read_it(page, screenshot, 
     set_control(page, PROGRAM_OPTIMIZES_PROMPTS, "true")
     expect(page.locator("#field-program_state")).to_be_visible()
     expect(page.locator("#field-prompt_optimizer_trials")).to_be_hidden()
-    set_control(page, "prompt_optimizer", "gepa")
+    set_control(page, "prompt_optimizer", "bootstrap_rs")  # demos only: no proposer model to offer
+    expect(page.locator("#field-prompt_optimizer_demos")).to_be_visible()
+    expect(page.locator("#field-prompt_optimizer_model")).to_be_hidden()
+    set_control(page, "prompt_optimizer", "gepa")  # instructions only: no demo budgets
     expect(page.locator("#field-prompt_optimizer_trials")).to_be_visible()
+    expect(page.locator("#field-prompt_optimizer_model")).to_be_visible()
+    expect(page.locator("#field-prompt_optimizer_labeled_demos")).to_be_hidden()
     page.locator("#field-prompt_optimizer").scroll_into_view_if_needed()
     screenshot("launch-form-dspy-prompts")
 

@@ -46,12 +46,17 @@ def test_conditions_are_closed_so_each_field_can_be_judged_alone():
 def test_the_declared_dependencies_are_the_ones_the_trainer_reads():
     # trainer/run/loop.py, trainer/algorithms/scoring.py, trainer/policy/updater.py, trainer/dspy/prompt_phase.py read each
     # field only under these choices (padding: module-level grouping, used by grpo and mmgrpo).
-    prompt_phase = {PROGRAM_OPTIMIZES_PROMPTS: ["true"], "prompt_optimizer": ["mipro_light", "mipro_medium", "gepa"]}
+    proposer = {PROGRAM_OPTIMIZES_PROMPTS: ["true"], "prompt_optimizer": ["mipro_light", "mipro_medium", "gepa"]}
+    prompt_phase = {PROGRAM_OPTIMIZES_PROMPTS: ["true"],
+                    "prompt_optimizer": ["mipro_light", "mipro_medium", "gepa", "bootstrap_rs"]}
+    demos = {PROGRAM_OPTIMIZES_PROMPTS: ["true"], "prompt_optimizer": ["mipro_light", "mipro_medium", "bootstrap_rs"]}
     assert CONDITIONS == {
         "program_state": {PROGRAM_OPTIMIZES_PROMPTS: ["true"]},
         "prompt_optimizer": {PROGRAM_OPTIMIZES_PROMPTS: ["true"]},
-        "prompt_optimizer_model": prompt_phase,
+        "prompt_optimizer_model": proposer,
         "prompt_optimizer_trials": prompt_phase,
+        "prompt_optimizer_demos": demos,
+        "prompt_optimizer_labeled_demos": demos,
         "padding": {"strategy": ["grpo", "mmgrpo"]},
         "teacher_rollouts": {"strategy": ["mmgrpo"]},
         "sampling": {"strategy": ["mhgpo"]},

@@ -21,7 +21,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", 
 Strategy = Literal["grpo", "mmgrpo", "mhgpo"]
 Sampling = Literal["is", "fof", "rr"]
 Estimator = Literal["grpo", "grpo_batch_std", "grpo_no_std", "gdpo"]
-PromptOptimizer = Literal["none", "mipro_light", "mipro_medium", "gepa"]
+PromptOptimizer = Literal["none", "mipro_light", "mipro_medium", "gepa", "bootstrap_rs"]
 
 
 class ConfigError(ValueError):
@@ -54,7 +54,12 @@ def _meta(help_text: str, group: str, when: dict[str, tuple[str, ...]] | None = 
 
 
 # Phase 1's knobs: only a DSPy program runs it (trainer/dspy/prompt_phase.py), for any optimizer but "none".
-_PROMPT_PHASE = {PROGRAM_OPTIMIZES_PROMPTS: ("true",), "prompt_optimizer": ("mipro_light", "mipro_medium", "gepa")}
+_PROMPT_PHASE = {PROGRAM_OPTIMIZES_PROMPTS: ("true",),
+                 "prompt_optimizer": ("mipro_light", "mipro_medium", "gepa", "bootstrap_rs")}
+# The proposer model: the optimizers that write instructions (bootstrap_rs chooses demos only).
+_PROPOSER_PHASE = {PROGRAM_OPTIMIZES_PROMPTS: ("true",), "prompt_optimizer": ("mipro_light", "mipro_medium", "gepa")}
+# The demo budgets: the optimizers that choose few-shot demos (GEPA evolves instructions only).
+_DEMO_PHASE = {PROGRAM_OPTIMIZES_PROMPTS: ("true",), "prompt_optimizer": ("mipro_light", "mipro_medium", "bootstrap_rs")}
 _DSPY_ONLY = {PROGRAM_OPTIMIZES_PROMPTS: ("true",)}
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainer.config.fields import _DSPY_ONLY, _PROMPT_PHASE, PromptOptimizer, _meta
+from trainer.config.fields import (
+    _DEMO_PHASE,
+    _DSPY_ONLY,
+    _PROMPT_PHASE,
+    _PROPOSER_PHASE,
+    PromptOptimizer,
+    _meta,
+)
 
 
 @dataclass
@@ -14,15 +21,25 @@ class PromptFields:
     budget are checked with every field's in `RunConfig._check_choices` / `_check_numbers`."""
 
     prompt_optimizer: PromptOptimizer = field(default="none", metadata=_meta(
-        "Optimize prompts first (DSPy programs): phase 1 runs DSPy's MIPROv2 (auto budget light or medium) "
-        "or GEPA on the train split, scored by the run's rewards; phase 2 trains the weights of the "
-        "optimized program (BetterTogether, MMGRPO paper Sec. 4). 'none': train the prompts as they are.",
+        "Optimize prompts first (DSPy programs): phase 1 runs DSPy's MIPROv2 (auto budget light or medium), "
+        "GEPA, or BootstrapFewShotWithRandomSearch ('bootstrap_rs': few-shot demos only, no proposed "
+        "instructions, the kind of prompt a small model gains most from) on the train split, scored by the "
+        "run's rewards; phase 2 trains the weights of the optimized program (BetterTogether, MMGRPO paper "
+        "Sec. 4). 'none': train the prompts as they are.",
         "prompts", when=_DSPY_ONLY))
     prompt_optimizer_model: str | None = field(default=None, metadata=_meta(
         "The model that proposes instructions (and reflects, for GEPA). Empty: the policy model itself, "
-        "sampled by the run's backend.", "prompts", when=_PROMPT_PHASE))
+        "sampled by the run's backend.", "prompts", when=_PROPOSER_PHASE))
     prompt_optimizer_trials: int = field(default=0, metadata=_meta(
         "Phase 1's budget: MIPROv2 trials (and instruction candidates), GEPA metric calls per validation "
-        "row; demos are then bootstrapped from eval_size train rows. 0: the optimizer's own budget for "
-        "'light' / 'medium' (GEPA: light). Candidates are always scored on eval_size rows held out of the "
-        "train split, never on the dev set.", "prompts", when=_PROMPT_PHASE))
+        "row, bootstrap_rs candidate demo sets; demos are then bootstrapped from eval_size train rows. 0: "
+        "the optimizer's own budget for 'light' / 'medium' (GEPA: light; bootstrap_rs: 16 candidates). "
+        "Candidates are always scored on eval_size rows held out of the train split, never on the dev set.",
+        "prompts", when=_PROMPT_PHASE))
+    prompt_optimizer_demos: int = field(default=4, metadata=_meta(
+        "Bootstrapped demos per module at most: runs of the program itself on train rows that earned the "
+        "full score (every reward at its maximum), shown as earlier turns of the conversation.",
+        "prompts", when=_DEMO_PHASE))
+    prompt_optimizer_labeled_demos: int = field(default=4, metadata=_meta(
+        "Labeled demos per module at most: train rows shown as they are, for the modules whose inputs and "
+        "outputs the rows carry (0: none).", "prompts", when=_DEMO_PHASE))

@@ -60,7 +60,8 @@ class RunConfig(EvalFields, EngineFields, SamplingFields, LoraFields, OptimField
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
         for name in ("eval_every", "checkpoint_every", "warmup_steps", "top_k", "seed", "keep_rollouts_last_steps",
-                     "keep_rollouts_every", "gradient_accumulation_steps", "prompt_optimizer_trials"):
+                     "keep_rollouts_every", "gradient_accumulation_steps", "prompt_optimizer_trials",
+                     "prompt_optimizer_demos", "prompt_optimizer_labeled_demos"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")

@@ -12,6 +12,7 @@ it and does not optimize again.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from dspy.utils.callback import BaseCallback
 from trainer.dspy.local_lm import CohortLM, SamplerEngine, backend_sampler
 from trainer.dspy.program import DSPyProgram, copy_without_lms
 
-__all__ = ["PHASE_STATE", "optimize_prompts", "prompts_summary", "run_metric", "run_prompt_phase"]
+__all__ = ["PHASE_STATE", "full_score", "optimize_prompts", "prompts_summary", "run_metric", "run_prompt_phase"]
 
 PHASE_STATE = Path("prompt-optimization") / "program_state.json"  # in the run folder
 
@@ -63,6 +64,22 @@ def run_metric(rewards: Mapping[str, Any], weights: Mapping[str, float]) -> Call
     return metric
 
 
+def full_score(rewards: Mapping[str, Any], weights: Mapping[str, float]) -> float | None:
+    """The score `run_metric` gives a prediction with every reward at the top of its `value_range`;
+    None when a reward declares no range (then any positive score counts, as in DSPy)."""
+    total = 0.0
+    for name, reward in rewards.items():
+        value_range = getattr(reward, "value_range", None)
+        if value_range is None:
+            return None
+        weight = weights.get(name, 1.0)
+        best = max(weight * float(value_range[0]), weight * float(value_range[1]))
+        if not math.isfinite(best):
+            return None
+        total += best
+    return total
+
+
 def prompts_summary(module: dspy.Module) -> dict[str, dict[str, Any]]:
     """Per module (predictor name): its instructions and demos, as the run page shows them."""
     return {name: {"instructions": predictor.signature.instructions,
@@ -78,9 +95,15 @@ def _plain(demo: Any) -> dict[str, Any]:
 def optimize_prompts(program: DSPyProgram, *, kind: str, train: Sequence[Mapping[str, Any]],
                      dev: Sequence[Mapping[str, Any]], metric: Callable[..., float], sample: Callable[..., Any],
                      proposer_model: str | None, trials: int, seed: int, max_tokens: int,
-                     temperature: float, report: Callable[[dict[str, Any]], None]) -> dspy.Module:
-    """Runs DSPy's optimizer `kind` ('mipro_light', 'mipro_medium', 'gepa') on a copy of the program;
-    returns the optimized copy (its predictors without LMs)."""
+                     temperature: float, report: Callable[[dict[str, Any]], None], demos: int = 4,
+                     labeled_demos: int = 4, full_score: float | None = None) -> dspy.Module:
+    """Runs DSPy's optimizer `kind` ('mipro_light', 'mipro_medium', 'gepa', 'bootstrap_rs') on a copy of
+    the program; returns the optimized copy (its predictors without LMs).
+
+    `demos` and `labeled_demos` bound the bootstrapped and labeled demos per module (MIPROv2 and
+    BootstrapFewShotWithRandomSearch). A run is bootstrapped into demos only when it scores
+    `full_score` (every reward at its maximum): DSPy keeps any truthy score, and a run with the format
+    right and the answer wrong would teach the wrong answer."""
     lm = dspy.LM("cohort/policy", engine=SamplerEngine(sample, temperature, max_tokens), cache=False)
     proposer = CohortLM(proposer_model, max_tokens=max(max_tokens, 256)) if proposer_model else lm
     student = copy_without_lms(program.module)
@@ -89,7 +112,8 @@ def optimize_prompts(program: DSPyProgram, *, kind: str, train: Sequence[Mapping
     trainset = [dspy.Example(**dict(e)).with_inputs(*inputs) for e in train]
     valset = [dspy.Example(**dict(e)).with_inputs(*inputs) for e in dev] or None
     trials_reporter = _TrialReporter(report)
-    with dspy.context(adapter=program.adapter, callbacks=[*dspy.settings.callbacks, trials_reporter]):
+    # lm: DSPy's candidates reset their predictors (reset_copy), which then ask the settings for an LM.
+    with dspy.context(lm=lm, adapter=program.adapter, callbacks=[*dspy.settings.callbacks, trials_reporter]):
         if kind == "gepa":
             optimizer = dspy.GEPA(metric=metric, reflection_lm=proposer, num_threads=1, seed=seed,
                                   track_stats=True, **({"max_metric_calls": trials * len(valset or trainset)}
@@ -98,11 +122,19 @@ def optimize_prompts(program: DSPyProgram, *, kind: str, train: Sequence[Mapping
             if not trials_reporter.trials:  # GEPA scores its candidates itself, not through dspy.Evaluate
                 for score in optimized.detailed_results.val_aggregate_scores:
                     trials_reporter.on_evaluate_end("gepa", dspy.Prediction(score=score))
+        elif kind == "bootstrap_rs":
+            # Demos only: a small policy's proposed instructions are weak (issue 36), its own best runs
+            # and the train rows are not. Candidates: zero-shot, labeled only, then bootstrapped sets.
+            optimizer = dspy.BootstrapFewShotWithRandomSearch(
+                metric, max_bootstrapped_demos=demos, max_labeled_demos=labeled_demos,
+                num_candidate_programs=trials or 16, num_threads=1, metric_threshold=full_score)
+            optimized = optimizer.compile(student, trainset=trainset, valset=valset)
         else:
             auto = None if trials else kind.removeprefix("mipro_")
             optimizer = dspy.MIPROv2(metric, prompt_model=proposer, task_model=lm, auto=auto,
                                      num_candidates=trials or None, num_threads=1, seed=seed,
-                                     max_bootstrapped_demos=2 if trials else 4, max_labeled_demos=2 if trials else 4)
+                                     max_bootstrapped_demos=demos, max_labeled_demos=labeled_demos,
+                                     metric_threshold=full_score)
             small = dict(num_trials=trials, minibatch=False, program_aware_proposer=False,
                          data_aware_proposer=False) if trials else {}
             optimized = optimizer.compile(student, trainset=trainset, valset=valset, **small)
@@ -143,7 +175,8 @@ def run_prompt_phase(trainer: Any) -> None:
         po_train = po_train[:held]
     optimized = optimize_prompts(
         program, kind=c.prompt_optimizer, train=po_train, dev=train[-held:],
-        metric=run_metric(trainer.reward_fns, weights),
+        metric=run_metric(trainer.reward_fns, weights), demos=c.prompt_optimizer_demos,
+        labeled_demos=c.prompt_optimizer_labeled_demos, full_score=full_score(trainer.reward_fns, weights),
         sample=backend_sample(trainer.backend, trainer.tokenizer, trainer.prompt_format, c.seed),
         proposer_model=c.prompt_optimizer_model, trials=c.prompt_optimizer_trials, seed=c.seed,
         max_tokens=c.max_new_tokens, temperature=c.temperature, report=report)
