@@ -52,6 +52,7 @@ def test_launch_an_experiment_and_read_its_table(page, screenshot, asgi_server, 
     row = page.locator("#experiment-table tr[data-arm='bettertogether']")
     assert row.locator("td.mean").inner_text() == "0.467" and row.locator("td.spread").inner_text() == "± 0.025"
     assert page.inner_text("#experiment-table tr[data-arm='unadapted'] td.mean") == "0.207"
+    assert row.locator("td.gain").inner_text() == "+0.260"  # from the unadapted program's mean
     screenshot("experiment-page")
     page.click("#compare-link")
     page.wait_for_url(re.compile(r".*/runs/compare\?runs=.*"))

@@ -13,7 +13,8 @@ from django.http import Http404
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.runs.models import StepMetric
 
-EVAL_KEY = "eval/reward/mean"
+EVAL_PREFIX = "eval/reward/"
+EVAL_KEY = EVAL_PREFIX + "mean"
 # (arm, title, kind of run, which of its evaluations): before = step 0, after = its last step
 ARMS = [
     ("unadapted", "Unadapted program", ExperimentRun.Kind.WEIGHTS, "before"),
@@ -60,16 +61,46 @@ class Row:
     n: int
 
 
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def evaluations(run_ids: list[int]) -> dict[int, dict[int, float]]:
     """run -> step -> the stored dev score (the newest attempt's, as the charts show it)."""
-    found: dict[int, dict[int, float]] = {}
+    return {run: {step: scores[EVAL_KEY] for step, scores in steps.items() if EVAL_KEY in scores}
+            for run, steps in evaluation_scores(run_ids).items()}
+
+
+def evaluation_scores(run_ids: list[int]) -> dict[int, dict[int, dict[str, float]]]:
+    """run -> step -> every stored dev score of that evaluation (the mean, and each reward's
+    ``eval/reward/<name>``), the newest attempt's."""
+    found: dict[int, dict[int, dict[str, float]]] = {}
     rows = (StepMetric.objects.filter(run_id__in=run_ids).order_by("seq")
             .values_list("run_id", "step", "metrics"))
     for run_id, step, metrics in rows:
-        value = (metrics or {}).get(EVAL_KEY)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            found.setdefault(run_id, {})[step] = float(value)
+        scores = {k: float(v) for k, v in (metrics or {}).items() if k.startswith(EVAL_PREFIX) and _finite(v)}
+        if EVAL_KEY in scores:
+            found.setdefault(run_id, {})[step] = scores
     return found
+
+
+def experiment_reward_means(experiment: Experiment) -> dict[str, dict[str, float]]:
+    """arm -> reward name -> its dev mean over the seeds that have the arm's evaluation: what each arm's
+    score is made of (the format and the correctness reward of a task apart)."""
+    members = list(experiment.members.select_related("run"))
+    scores = evaluation_scores([m.run_id for m in members])
+    means: dict[str, dict[str, float]] = {}
+    for arm, _title, kind, moment in ARMS:
+        values: dict[str, list[float]] = {}
+        for member in members:
+            if member.kind != kind:
+                continue
+            step = 0 if moment == "before" else member.run.total_steps
+            for key, value in scores.get(member.run_id, {}).get(step, {}).items():
+                if key != EVAL_KEY:
+                    values.setdefault(key.removeprefix(EVAL_PREFIX), []).append(value)
+        means[arm] = {name: statistics.fmean(v) for name, v in sorted(values.items())}
+    return means
 
 
 def experiment_table(experiment: Experiment) -> tuple[list[int], list[Row]]:

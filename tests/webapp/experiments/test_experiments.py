@@ -8,7 +8,7 @@ from django.urls import reverse
 from tests.webapp.runs.factories import make_multihop_task
 from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.experiments.selectors import experiment_table
+from webapp.experiments.selectors import experiment_reward_means, experiment_table
 from webapp.runs.ingest import step_events_ingest
 from webapp.runs.models import Run
 
@@ -98,3 +98,27 @@ def test_the_table_shows_each_arms_score_per_seed_with_mean_and_spread(client, o
     client.force_login(stranger)
     assert client.get(reverse("experiments:detail", args=[experiment.pk])).status_code == 404
     assert ExperimentRun.objects.count() == 4
+
+
+def test_each_arm_shows_what_its_score_is_made_of_and_its_change_from_the_unadapted_program(client, owner, multihop):
+    client.force_login(owner)
+    launch(client, multihop, seeds=2)
+    experiment = Experiment.objects.get()
+    # (format, correct) of each run's step-0 and last-step evaluation; the mean is their sum
+    parts = {("weights", 0): ((0.0, 0.1), (0.5, 0.2)), ("weights", 1): ((0.1, 0.1), (0.7, 0.2)),
+             ("both", 0): ((0.8, 0.2), (0.9, 0.3)), ("both", 1): ((0.6, 0.2), (1.0, 0.1))}
+    for member in experiment.members.select_related("run"):
+        for step, (fmt, correct) in zip((0, 3), parts[(member.kind, member.seed)], strict=True):
+            step_events_ingest(member.run, [{"type": "step", "attempt": 1, "step": step, "rollouts": [], "groups": [],
+                                             "metrics": {"eval/reward/mean": fmt + correct, "eval/reward/fmt": fmt,
+                                                         "eval/reward/correct": correct, "reward/mean": 9.0}}])
+    means = experiment_reward_means(experiment)
+    assert means["unadapted"] == pytest.approx({"correct": 0.1, "fmt": 0.05})
+    assert means["bettertogether"] == pytest.approx({"correct": 0.2, "fmt": 0.95})
+
+    page = client.get(reverse("experiments:detail", args=[experiment.pk]))
+    table = {entry["row"].arm: entry for entry in page.context["table"]}
+    assert page.context["reward_names"] == ["correct", "fmt"]
+    assert table["unadapted"]["gain"] is None and table["po"]["gain"] == pytest.approx(0.9 - 0.15)
+    assert table["mmgrpo"]["rewards"] == pytest.approx([0.2, 0.6])
+    assert '<td class="num gain">+0.750</td>' in page.content.decode()
