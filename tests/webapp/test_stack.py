@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import ROOT, asgi_server_process, free_port, service_env, wait_for
-from webapp.stack import EmbeddedRedis, debug_for_bind
+from webapp.stack import EmbeddedRedis, cpu_threads_for, debug_for_bind
 
 
 def process_group_alive(pgid: int) -> bool:
@@ -77,6 +77,14 @@ def test_run_command_serves_then_stops_cleanly_and_reuses_state(tmp_path):
     second = run_once(var_dir)
     assert "Reusing admin account. Log in as 'admin'" in second
     assert "No migrations to apply" in second
+
+
+def test_each_run_the_worker_trains_at_once_gets_its_share_of_the_cores():
+    assert cpu_threads_for({}, 2, 2) == {"OMP_NUM_THREADS": "1"}
+    assert cpu_threads_for({}, 2, 16) == {"OMP_NUM_THREADS": "8"}
+    assert cpu_threads_for({}, 4, 2) == {"OMP_NUM_THREADS": "1"}  # never none
+    assert cpu_threads_for({}, 1, None) == {"OMP_NUM_THREADS": "1"}
+    assert cpu_threads_for({"OMP_NUM_THREADS": "3"}, 2, 2) == {}  # the operator's choice stands
 
 
 def test_run_command_refuses_a_busy_port(tmp_path):
