@@ -68,7 +68,7 @@ $(RUN_STAMP): pyproject.toml
 	[ "$(INSTALLER)" != uv ] || [ -x $(UV) ] || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
 	  || echo "uv could not be installed: installing with pip"
 	$(call pip_install,torch==2.13.0)
-	$(call pip_install,-e '.[train]')
+	$(call pip_install,-e '.[train,dspy]')
 	$(compile_bytecode)
 	touch $@
 

@@ -71,9 +71,13 @@ def unavailable_program_names() -> list[str]:
 
 @transaction.atomic
 def builtin_tasks_sync() -> list[Task]:
-    """Creates the built-in tasks that are missing; an admin's later edits to them are kept."""
+    """Creates the built-in tasks that are missing; an admin's later edits to them are kept. A task whose
+    program cannot be used here (word_math without DSPy installed) is left out: the launch form lists
+    the program as unavailable, with its import error."""
     tasks = []
     for name, program_name, title, description in BUILTIN_TASKS:
+        if program_name not in PROGRAMS:
+            continue
         program = Program.objects.get(name=program_name)
         rewards = program_info(program_name)["default_rewards"]
         task = _task_get_or_create(name, {"title": title, "description": description, "program": program,

@@ -12,7 +12,8 @@ from trainer.data import read_jsonl
 from trainer.programs import PROGRAMS, get_program
 from webapp.datasets.export import ExportError, task_export
 from webapp.datasets.models import Dataset
-from webapp.runs.catalog import DATA_TASKS, data_tasks_sync, programs_sync
+from webapp.runs import catalog
+from webapp.runs.catalog import DATA_TASKS, builtin_tasks_sync, data_tasks_sync, programs_sync
 from webapp.runs.models import Program, Task
 
 pytestmark = pytest.mark.django_db
@@ -65,6 +66,15 @@ def test_builtin_tasks_are_created_once_their_datasets_exist(shared_data, capsys
         # Its rewards are a valid run config (GDPO for the two multi-reward tasks of the paper).
         RunConfig(program=task.program.name, rewards=task.rewards,
                   estimator="gdpo" if task.name in ("toolrl", "gsm8k") else "grpo")
+
+
+def test_a_builtin_task_whose_program_cannot_be_used_here_is_left_out(monkeypatch):
+    # word_math on a machine without DSPy: its entry point fails to import, so the program is unavailable
+    monkeypatch.setattr(catalog, "BUILTIN_TASKS", [*catalog.BUILTIN_TASKS, ("gone", "no_such_program", "Gone", "")])
+    programs_sync()
+    tasks = builtin_tasks_sync()
+    assert "gone" not in {t.name for t in tasks} and not Task.objects.filter(name="gone").exists()
+    assert {"toy", "arith_format", "word_math"} <= {t.name for t in tasks}
 
 
 def test_export_writes_what_the_trainer_reads(shared_data, tmp_path):
