@@ -63,12 +63,14 @@ compile_project = $(PY) -m compileall -q -q -j 0 trainer webapp workers cohort b
 pip_uninstall = if $(USE_UV); then $(UV) pip uninstall --quiet --python $(PY) $(1); \
 	else $(PY) -m pip uninstall --quiet --yes $(1); fi
 
+# make run's extras (a variable: $(call) splits at commas); dspy for the built-in word_math task.
+RUN_EXTRAS := -e '.[train,dspy]'
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	[ "$(INSTALLER)" != uv ] || [ -x $(UV) ] || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
 	  || echo "uv could not be installed: installing with pip"
 	$(call pip_install,torch==2.13.0)
-	$(call pip_install,-e '.[train,dspy]')
+	$(call pip_install,$(RUN_EXTRAS))
 	$(compile_bytecode)
 	touch $@
 
