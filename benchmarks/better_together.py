@@ -119,21 +119,20 @@ def _cell(value: float | None) -> str:
 
 
 def print_table(experiment, *, started: float) -> None:
-    from webapp.experiments.selectors import experiment_reward_means, experiment_table
+    from webapp.experiments.selectors import experiment_table
     from webapp.experiments.services import experiment_runs
 
     while any(run.is_active for run in experiment_runs(experiment)):
         time.sleep(10)  # a benchmark waiting for real runs to end, not a test deciding when steps happen
     seeds, rows = experiment_table(experiment)
-    per_reward = experiment_reward_means(experiment)
-    reward_names = sorted({name for arm in per_reward.values() for name in arm})
+    reward_names = sorted({name for row in rows for name in row.rewards})
     baseline = rows[0].mean
     print(f"\n| arm | {' | '.join(f'seed {s}' for s in seeds)} | mean | sd | "
           f"{' | '.join(reward_names)} | vs unadapted |")
     print("|---" * (len(seeds) + 4 + len(reward_names)) + "|")
     for row in rows:
         cells = [_cell(c.value if c else None) for c in row.cells]
-        rewards = [_cell(per_reward.get(row.arm, {}).get(name)) for name in reward_names]
+        rewards = [_cell(row.rewards.get(name)) for name in reward_names]
         gain = f"{row.mean - baseline:+.3f}" if row.mean is not None and baseline is not None else "—"
         print(f"| {row.title} | {' | '.join(cells)} | {_cell(row.mean)} | {_cell(row.spread)} | "
               f"{' | '.join(rewards)} | {gain} |")

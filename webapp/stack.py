@@ -224,7 +224,7 @@ def cpu_threads_for(environ: Mapping[str, str], concurrency: int, cpus: int | No
 
     Two trainers with torch's default of one thread per core on a 2-core machine spin against each
     other: measured on this machine, a word_math step went from 21 s to 103-318 s while a second
-    process trained beside it, and a phase-1 example from ~1.5 s to 20-30 s.
+    process trained beside it, and a phase-1 example from 1.3-2 s to 20-30 s.
     """
     if environ.get("OMP_NUM_THREADS"):
         return {}

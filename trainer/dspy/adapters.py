@@ -60,9 +60,10 @@ class PlainChatAdapter(MarkerFallbackAdapter):
     the user message, and the whole reply the one output field, with no field markers anywhere.
 
     ``ChatAdapter``'s system message (field lists, the marker layout) is ~150 tokens that a 135M model
-    reads as the task itself: on ``word_math`` SmolLM2-135M-Instruct was right 3 % of the time with
-    it and 6 % with plain turns, and two demos raised the plain program to a bare number in 59 % of
-    replies (trainer/dspy/word_math.py has the measurements). Demos are formatted the same way, as
+    reads as the task itself: on ``word_math``-like problems SmolLM2-135M-Instruct was right 3 % of the
+    time with it and 6 % with plain turns (instructions worded a little differently in the two
+    measurements), and two demos raised the plain program to a bare number in 59 % of replies
+    (trainer/dspy/word_math.py has the measurements). Demos are formatted the same way, as
     earlier user and assistant turns, which is the few-shot prompt a small instruct model follows best.
     A signature with several outputs is refused: a plain reply holds one value.
     """

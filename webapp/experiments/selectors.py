@@ -59,21 +59,16 @@ class Row:
     mean: float | None
     spread: float | None  # the sample standard deviation over seeds (None with fewer than 2)
     n: int
+    rewards: dict[str, float]  # each reward's dev mean over those seeds: what the score is made of
 
 
 def _finite(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def evaluations(run_ids: list[int]) -> dict[int, dict[int, float]]:
-    """run -> step -> the stored dev score (the newest attempt's, as the charts show it)."""
-    return {run: {step: scores[EVAL_KEY] for step, scores in steps.items() if EVAL_KEY in scores}
-            for run, steps in evaluation_scores(run_ids).items()}
-
-
 def evaluation_scores(run_ids: list[int]) -> dict[int, dict[int, dict[str, float]]]:
     """run -> step -> every stored dev score of that evaluation (the mean, and each reward's
-    ``eval/reward/<name>``), the newest attempt's."""
+    ``eval/reward/<name>``), the newest attempt's, as the charts show it."""
     found: dict[int, dict[int, dict[str, float]]] = {}
     rows = (StepMetric.objects.filter(run_id__in=run_ids).order_by("seq")
             .values_list("run_id", "step", "metrics"))
@@ -85,22 +80,8 @@ def evaluation_scores(run_ids: list[int]) -> dict[int, dict[int, dict[str, float
 
 
 def experiment_reward_means(experiment: Experiment) -> dict[str, dict[str, float]]:
-    """arm -> reward name -> its dev mean over the seeds that have the arm's evaluation: what each arm's
-    score is made of (the format and the correctness reward of a task apart)."""
-    members = list(experiment.members.select_related("run"))
-    scores = evaluation_scores([m.run_id for m in members])
-    means: dict[str, dict[str, float]] = {}
-    for arm, _title, kind, moment in ARMS:
-        values: dict[str, list[float]] = {}
-        for member in members:
-            if member.kind != kind:
-                continue
-            step = 0 if moment == "before" else member.run.total_steps
-            for key, value in scores.get(member.run_id, {}).get(step, {}).items():
-                if key != EVAL_KEY:
-                    values.setdefault(key.removeprefix(EVAL_PREFIX), []).append(value)
-        means[arm] = {name: statistics.fmean(v) for name, v in sorted(values.items())}
-    return means
+    """arm -> reward name -> its dev mean over the seeds that have the arm's evaluation."""
+    return {row.arm: row.rewards for row in experiment_table(experiment)[1]}
 
 
 def experiment_table(experiment: Experiment) -> tuple[list[int], list[Row]]:
@@ -108,20 +89,25 @@ def experiment_table(experiment: Experiment) -> tuple[list[int], list[Row]]:
     counts only once the run evaluated its last step."""
     members = list(experiment.members.select_related("run"))
     seeds = sorted({m.seed for m in members})
-    scores = evaluations([m.run_id for m in members])
+    scores = evaluation_scores([m.run_id for m in members])
     by_kind_seed = {(m.kind, m.seed): m for m in members}
     rows = []
     for arm, title, kind, moment in ARMS:
         cells: list[Cell | None] = []
+        parts: dict[str, list[float]] = {}
         for seed in seeds:
             member = by_kind_seed.get((kind, seed))
             if member is None:
                 cells.append(None)
                 continue
             step = 0 if moment == "before" else member.run.total_steps
-            value = scores.get(member.run_id, {}).get(step)
-            cells.append(Cell(value, member.run_id, member.run.state))
+            evaluation = scores.get(member.run_id, {}).get(step, {})
+            cells.append(Cell(evaluation.get(EVAL_KEY), member.run_id, member.run.state))
+            for key, value in evaluation.items():
+                if key != EVAL_KEY:
+                    parts.setdefault(key.removeprefix(EVAL_PREFIX), []).append(value)
         values = [c.value for c in cells if c is not None and c.value is not None]
         rows.append(Row(arm, title, cells, statistics.fmean(values) if values else None,
-                        statistics.stdev(values) if len(values) > 1 else None, len(values)))
+                        statistics.stdev(values) if len(values) > 1 else None, len(values),
+                        {name: statistics.fmean(v) for name, v in sorted(parts.items())}))
     return seeds, rows

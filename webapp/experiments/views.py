@@ -7,12 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from webapp.experiments.selectors import (
-    experiment_get_for_user,
-    experiment_reward_means,
-    experiment_table,
-    experiments_of,
-)
+from webapp.experiments.selectors import experiment_get_for_user, experiment_table, experiments_of
 from webapp.experiments.services import ExperimentRefused, experiment_create, experiment_runs
 
 
@@ -20,10 +15,9 @@ from webapp.experiments.services import ExperimentRefused, experiment_create, ex
 def experiment_detail(request, experiment_id: int):
     experiment = experiment_get_for_user(request.user, experiment_id)
     seeds, rows = experiment_table(experiment)
-    reward_means = experiment_reward_means(experiment)
-    reward_names = sorted({name for means in reward_means.values() for name in means})
+    reward_names = sorted({name for row in rows for name in row.rewards})
     baseline = rows[0].mean if rows else None
-    table = [{"row": row, "rewards": [reward_means.get(row.arm, {}).get(name) for name in reward_names],
+    table = [{"row": row, "rewards": [row.rewards.get(name) for name in reward_names],
               "gain": row.mean - baseline if row.mean is not None and baseline is not None and i else None}
              for i, row in enumerate(rows)]
     runs = experiment_runs(experiment)
