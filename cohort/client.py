@@ -70,13 +70,14 @@ class Client:
     # --- runs ---------------------------------------------------------------------------------
 
     def runs(self, *, state: str | None = None, task: str | None = None, program: str | None = None,
-             owner: str | None = None, q: str | None = None, config: Mapping[str, Any] | None = None) -> pd.DataFrame:
+             owner: str | None = None, q: str | None = None, config: Mapping[str, Any] | None = None,
+             project: str | None = None) -> pd.DataFrame:
         """One row per visible run: id, name, state, task, program, owner, the summary fields as
         columns (current_step, best_reward, last_reward_mean, ...) and the config flattened to
         `config.<key>` columns. `config={"estimator": "gdpo", "lora.rank": 8}` keeps runs whose
-        config has those values."""
+        config has those values; `project="vision"` only that project's runs."""
         params: list[tuple[str, Any]] = [("state", state), ("task", task), ("program", program), ("owner", owner),
-                                         ("q", q)]
+                                         ("q", q), ("project", project)]
         params += [("config", f"{key}={json.dumps(value)}") for key, value in (config or {}).items()]
         rows = [_flat_run(run) for run in self._pages("runs/", params)]
         frame = pd.DataFrame(rows)
@@ -92,12 +93,14 @@ class Client:
 
     def create_run(self, task: str, *, config: Mapping[str, Any] | None = None, program: str | None = None,
                    name: str = "", tags: Iterable[str] = (), notes: str = "", preset: str | None = None,
-                   program_state: Mapping[str, Any] | None = None) -> dict:
+                   program_state: Mapping[str, Any] | None = None, project: str | None = None) -> dict:
         """Queues a run of `task` as the launch form would (its defaults, then `config`), with the same
         checks: a refused setting, limit or model raises CohortAPIError(400) naming the field. Returns
-        the queued run as `run()` gives it. `program_state`: a DSPy program's saved state to train from."""
+        the queued run as `run()` gives it. `program_state`: a DSPy program's saved state to train from;
+        `project`: the project to launch into (default: the token's, else your personal project)."""
         body = {"task": task, "program": program, "name": name, "tags": list(tags), "notes": notes,
-                "preset": preset, "config": dict(config or {}), "program_state": program_state}
+                "preset": preset, "config": dict(config or {}), "program_state": program_state,
+                "project": project}
         return self.post("runs/", {k: v for k, v in body.items() if v is not None})
 
     def wait(self, run_id: int, *, timeout: float | None = None, poll_s: float = 2.0) -> dict:

@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
 Websockets pass the Origin check first (a page of another site cannot open a socket with the
-user's cookies), then session authentication; each consumer checks the user may see the object.
+user's cookies), then session authentication and the session's share links (webapp/sharing); each
+consumer checks the user, or a link, may read the object.
 """
 
 import os
@@ -18,10 +19,12 @@ from django.conf import settings  # noqa: E402
 
 from webapp.body_limit import BodySizeLimit  # noqa: E402
 from webapp.runs.routing import websocket_urlpatterns  # noqa: E402
+from webapp.sharing.middleware import ShareGrantASGIMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(django_asgi_app, settings.COHORT_DATASET_MAX_BYTES),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(ShareGrantASGIMiddleware(
+            URLRouter(websocket_urlpatterns)))),
     }
 )

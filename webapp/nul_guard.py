@@ -37,6 +37,18 @@ def holds_nul(value) -> bool:
     return False
 
 
+def nul_replaced(value, replacement: str = "\ufffd"):
+    """A JSON value with every NUL (in strings and keys) replaced, for free-form JSON a client sends to
+    be shown back (a run's config from its trainer): stored, where PostgreSQL would refuse it."""
+    if isinstance(value, str):
+        return value.replace("\x00", replacement)
+    if isinstance(value, dict):
+        return {nul_replaced(k, replacement): nul_replaced(v, replacement) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nul_replaced(v, replacement) for v in value]
+    return value
+
+
 def bad_request(request, message: str):
     """400 in the form the endpoint's clients read: DRF's `{"detail"}` under /api/, `{"error"}` for the
     pages' JSON endpoints, the bad-request page otherwise."""

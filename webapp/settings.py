@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "webapp.projects",
     "webapp.runs",
     "webapp.datasets",
     "webapp.alerts",
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
     "webapp.limits",
     "webapp.scheduling",
     "webapp.experiments",
+    "webapp.sharing",
     "axes",
 ]
 
@@ -79,6 +81,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every page and endpoint requires login unless its view is marked @login_not_required.
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # What the share links this browser opened let it read (webapp/sharing): run pages marked
+    # link_readable (webapp/runs/access.py) then open without a login, for those runs only.
+    "webapp.sharing.middleware.ShareGrantMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a locked-out login into its lockout page.
@@ -112,7 +117,9 @@ REST_FRAMEWORK = {
         "webapp.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Signed in, and a read-only token only reads (webapp/api/scope.py).
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated",
+                                   "webapp.api.scope.TokenScopePermission"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE (a 413 past it); the logging API's steps take more.
     "DEFAULT_PARSER_CLASSES": ["webapp.api.parsers.BoundedJSONParser"],

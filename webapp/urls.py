@@ -13,6 +13,8 @@ urlpatterns = [
     path("experiments/", include("webapp.experiments.urls")),
     path("api/", include("webapp.api.urls")),
     path("queue/", include("webapp.scheduling.urls")),
+    path("projects/", include("webapp.projects.urls")),
+    path("share/", include("webapp.sharing.urls")),
     path("", include("webapp.prefs.urls")),
     path("", include("webapp.runs.urls")),
 ]

@@ -30,6 +30,8 @@ MAX_TAGS, MAX_TAG_CHARS = 20, 40  # the launch form's limits (webapp/runs/forms.
 MAX_TASK, MAX_NAME, MAX_NOTES, MAX_ORIGIN = 100, 200, 20_000, 40
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_TOTAL_STEPS = 10_000_000
+MAX_PROJECT = 150
+PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@.+_-]{0,149}")  # webapp/projects/models.py NAME_PATTERN
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -55,13 +57,16 @@ def config_dict(config: Any) -> dict[str, Any]:
 
 
 def create_request(*, client_id: str, task: Any, name: Any, config: Any, tags: Any, notes: Any, origin: Any,
-                   total_steps: Any) -> dict[str, Any]:
+                   total_steps: Any, project: Any = None) -> dict[str, Any]:
     """The body of the run's creation, checked as the server would check its cheap parts."""
     if not isinstance(task, str) or not SLUG.fullmatch(task) or len(task) > MAX_TASK:
         raise ValueError(f"task must be the name of a Cohort task (letters, digits, - and _; a new name "
                          f"makes a new task), not {task!r}")
     if not isinstance(name, str) or len(name) > MAX_NAME:
         raise ValueError(f"name must be a string of at most {MAX_NAME} characters")
+    if project is not None and (not isinstance(project, str) or not PROJECT.fullmatch(project)):
+        raise ValueError(f"project must be a Cohort project's name (letters, digits and @ . + - _, starting with a "
+                         f"letter or digit, at most {MAX_PROJECT} characters), not {project!r}")
     if not isinstance(notes, str) or len(notes) > MAX_NOTES:
         raise ValueError(f"notes must be a string of at most {MAX_NOTES:,} characters")
     if not isinstance(origin, str) or not SLUG.fullmatch(origin) or len(origin) > MAX_ORIGIN or origin == "cohort":
@@ -77,8 +82,11 @@ def create_request(*, client_id: str, task: Any, name: Any, config: Any, tags: A
     if bad or len(tags) > MAX_TAGS:
         raise ValueError(f"tags are at most {MAX_TAGS} labels of letters, digits and . _ - (at most "
                          f"{MAX_TAG_CHARS} characters, starting with a letter or digit): not {bad or tags}")
-    return {"client_id": client_id_text(client_id), "task": task, "name": name, "config": config_dict(config),
+    body = {"client_id": client_id_text(client_id), "task": task, "name": name, "config": config_dict(config),
             "tags": tags, "notes": notes, "origin": origin, "total_steps": _total_steps(total_steps)}
+    if project:
+        body["project"] = project
+    return body
 
 
 def _total_steps(value: Any) -> int:

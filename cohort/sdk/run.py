@@ -207,7 +207,8 @@ def new_client_id() -> str:
 
 def init(url: str | None = None, token: str | None = None, *, task: str, name: str = "",
          config: Any = None, tags: Iterable[str] = (), notes: str = "", origin: str = "sdk",
-         mode: str | None = None, dir: str | Path | None = None, total_steps: int = 0) -> Run:
+         mode: str | None = None, dir: str | Path | None = None, total_steps: int = 0,
+         project: str | None = None) -> Run:
     """Starts a run of `task` on the Cohort server at `url` (default: $COHORT_URL) with a personal API
     token (default: $COHORT_TOKEN), and returns it (also a context manager: an exception inside
     finishes it as failed).
@@ -216,6 +217,9 @@ def init(url: str | None = None, token: str | None = None, *, task: str, name: s
     writes the run folder, for `cohort sync <folder>` later; "disabled" does nothing (other ranks).
     `dir` (default: $COHORT_DIR, else ./cohort-runs): where the run's folder is made.
     `config`: a dict, dataclass or Namespace (JSON, at most 64 KiB); `origin`: which trainer logged it.
+    `project` (default: $COHORT_PROJECT, else the token's project if it is scoped to one, else your
+    personal project): the Cohort project the run is logged into; its members see it. The token needs
+    write access there (a member or an admin of it).
     """
     mode = mode or os.environ.get("COHORT_MODE") or "online"
     if mode not in MODES:
@@ -223,8 +227,9 @@ def init(url: str | None = None, token: str | None = None, *, task: str, name: s
     url = url or os.environ.get("COHORT_URL") or None
     token = token or os.environ.get("COHORT_TOKEN") or None
     client_id = new_client_id()
+    project = project or os.environ.get("COHORT_PROJECT") or None
     create = request.create_request(client_id=client_id, task=task, name=name, config=config, tags=tags,
-                                   notes=notes, origin=origin, total_steps=total_steps)
+                                   notes=notes, origin=origin, total_steps=total_steps, project=project)
     if mode == "disabled":
         return Run(None, None, mode=mode)
     if url is not None:

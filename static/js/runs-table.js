@@ -1,5 +1,6 @@
-// The runs table: "select all" for the page's rows, the selection count, and one inline editor for
-// the name, tags and notes of any row (without JavaScript, a row's "edit" link opens the edit page).
+// The runs table: "select all" for the page's rows, the selection count, the project switcher, and one
+// inline editor for the name, tags and notes of any row (without JavaScript, a row's "edit" link opens
+// the edit page).
 (function () {
   "use strict";
   function boxes() { return Array.from(document.querySelectorAll("#runs-table tbody input[name=runs]")); }
@@ -48,6 +49,9 @@
     document.querySelectorAll("#runs-table a.row-edit-link").forEach((link) => {
       link.addEventListener("click", (event) => { if (openEditor(link)) event.preventDefault(); });
     });
+    // The project switcher shows the chosen project's runs at once (the Filter button does it without JS).
+    const switcher = document.getElementById("project-switcher");
+    if (switcher) switcher.addEventListener("change", () => switcher.form.submit());
     const close = document.getElementById("row-editor-close");
     if (close) close.addEventListener("click", closeEditor);
     document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeEditor(); });

@@ -1,62 +1,75 @@
 """Every URL, for every role, found by walking Django's URL resolver, so a new URL is covered without
-anyone remembering it (issue 25, item 3).
+anyone remembering it (issues 25 and 42).
 
-Each parameter is filled from objects owned by user A (a run with a stored step, its rollouts, calls
-and groups, an alert rule, an API token, a queued run). Every GET is made as A, as a stranger B, as
-an anonymous client and as staff: A and staff get the page, B a 404 (never the object, never a 500),
-the anonymous client the login redirect (pages) or a 401 (the API and the JSON preference endpoint).
-A view that only takes POST answers a GET with 405 to A and B alike. Every state-changing POST is
-then made with and without the CSRF token (the logging API's as JSON, the token in its header):
-without it, 403 for everyone signed in (and the API's 401 anonymous); with it, B gets 404, the
-anonymous client the login redirect or 401, A (and staff) an answer that is neither. A URL the walker
-cannot fill fails the test until it gets a filler below or is listed, with its reason, as public or
-per-user. The admin (its own staff check) is walked too: nobody but staff gets a page there.
+The lab (tests/webapp/role_world.py) has two projects. Each URL parameter is filled twice: with alice's
+objects in lab-p, and with lab-q's (hostile ids). Every GET, and every state-changing POST with its
+CSRF token, is made by each caller:
+
+- alice (the runs' owner, a member of lab-p), mo (a member), vi (a viewer), ada (lab-p's admin), quinn
+  (lab-q only), staff;
+- an anonymous browser; a browser holding a valid share link to alice's running run; one whose link was
+  revoked after it opened it; one whose link expired;
+- alice's read-only and write API tokens (scoped to lab-p), on the API's addresses.
+
+Each answer must be the status the caller's role allows (a table below, by kind of URL), and no body
+but quinn's and staff's may hold lab-q's run name, config value or completion text. The counts of
+requests and leaks are printed. A URL the walker cannot place fails the test until it is given a kind.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
-from webapp.alerts.models import AlertRule, Kind
-from webapp.api.services import token_create
-from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.runs.models import Group, ModuleCall, Rollout, Run
-from webapp.runs.services import run_directory
+from tests.webapp.role_world import SECRET, build_lab, end_links, link_holder
 
 pytestmark = pytest.mark.django_db
 
-# URLs with no object to own, and why.
-PUBLIC = {
-    "healthz": "the load balancer's health check: database and Redis status, nothing else",
-    "login": "the login form",
-    "logout": "ends the session of whoever is logged in (POST)",
-}
-PER_USER = {  # each user sees their own (lists, settings, forms); no other user's object is named
-    "alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue", "runs:list",
-    "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",
-    "api:external_runs",  # starts a run of the caller's (the logging API)
-}
-# Any other address under /api/: the API's JSON 404 for everyone signed in (401 anonymous).
+# --- what each URL is ----------------------------------------------------------------------------------
+PUBLIC = {"healthz", "login", "logout"}
+# Each signed-in user has their own (lists, settings, forms); no other user's object is named.
+PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue",
+            "runs:list", "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",
+            "api:external_runs", "projects:list", "sharing:list"}
+# A run's pages that a share link opens (webapp/runs/access.py `link_readable`).
+RUN_READ = {"runs:detail", "runs:metrics", "runs:heatmap", "runs:step", "runs:trajectories", "runs:group",
+            "runs:example_history", "runs:example_history_query", "runs:call_prompt", "runs:export_metrics",
+            "runs:export_rollouts", "runs:compare", "runs:adapter"}
+API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter"}
+READ = {"experiments:detail", "alerts:run_rule_add"}  # any member of the run's project (watching is reading)
+# Changing a run: its owner while a member, an admin of its project, staff.
+RUN_CHANGE = {"runs:edit", "runs:cancel", "runs:resume", "runs:archive", "runs:unarchive", "runs:actions",
+              "scheduling:cancel", "sharing:new"}
+API_LOG = {"api:steps", "api:finish"}  # only the run's owner, while a member; as JSON
+OWN = {"alerts:rule_delete": False, "api:token_revoke": False, "sharing:revoke": True}  # alice's alone (staff?)
+PROJECT_READ = {"projects:members"}
+PROJECT_ADMIN = {"projects:member_role", "projects:member_remove"}
+STAFF_ONLY = {"scheduling:front"}
+LINK_OPEN = {"sharing:open"}
 UNKNOWN = {"api:unknown": "no-such-endpoint/"}
-# Views that name A's objects in the query string (a page of one example, the runs to act on).
+KINDS = [PUBLIC, PER_USER, RUN_READ, API_READ, READ, RUN_CHANGE, API_LOG, set(OWN), PROJECT_READ, PROJECT_ADMIN,
+         STAFF_ONLY, LINK_OPEN, set(UNKNOWN)]
+
+# Views that name objects in the query string.
 QUERY = {"runs:example_history_query": "?example={example_id}", "runs:trajectories": "?example={example_id}",
-         "runs:actions": "?action=archive&runs={run_id}", "runs:compare": "?runs={run_id}"}
-# Refusals that name nothing of A's: a selection of runs that are not the user's is not a selection.
-STRANGER_QUERY_STATUS = {"runs:compare": {400, 404}}
-# JSON endpoints for scripts: 401 instead of the login redirect pages give
-JSON_FOR_ANONYMOUS = {"api:runs", "api:run", "api:metrics", "api:rollouts", "api:groups", "prefs:preference",
-                      "api:schema", "api:unknown", "api:adapter", "api:external_runs", "api:steps", "api:finish"}
-# The API's state-changing endpoints (the logging API) take JSON: a browser session posts it with the CSRF
-# token in the X-CSRFToken header. Without a session there is no CSRF to check: anonymous is the API's 401.
-JSON_POST = {"api:external_runs", "api:steps", "api:finish"}
-# URLs of A's run in another state than the walker's running run: the queue's (a queued run) and the
-# adapter download (a succeeded run that trained one).
-RUN_FOR = {"scheduling:": "queued", "api:adapter": "finished"}
+         "runs:actions": "?action=archive&runs={run_id}", "runs:compare": "?runs={run_id}",
+         "sharing:new": "?runs={run_id}"}
+# Which of alice's runs a URL names, when not her running run.
+RUN_FOR = {"scheduling:cancel": "queued", "scheduling:front": "queued", "api:adapter": "finished",
+           "runs:adapter": "finished", "api:steps": "external", "api:finish": "external"}
+JSON_FOR_ANONYMOUS = {"prefs:preference"} | {name for kind in KINDS for name in kind if name.startswith("api:")} - {
+    "api:tokens", "api:token_revoke", "api:docs"}
+JSON_POST = {"api:external_runs", "api:steps", "api:finish", "api:runs"}
+MEMBERS_OF_P = ("owner", "member", "viewer", "admin")
+BROWSERS = ("anonymous", "link", "revoked", "expired")  # no account
+TOKENS = ("read", "write")
+CALLERS = (*MEMBERS_OF_P, "other", "staff", *BROWSERS)
+OK = {200, 201, 204, 302, 400, 409}  # done, or refused for the request's own content (never for who asks)
 
 
 def walk(patterns=None, prefix="", namespace=""):
@@ -74,172 +87,231 @@ SITE = [(route, name) for route, name in ROUTES if not route.startswith("admin/"
 ADMIN_PUBLIC = ("admin:login", "admin:logout")  # the admin's own sign-in and sign-out: for everyone
 ADMIN = [(route, name) for route, name in ROUTES if route.startswith("admin/") and name not in ADMIN_PUBLIC]
 PARAMETER = re.compile(r"<(?:(\w+):)?(\w+)>")
+WALKED = [(route, name) for route, name in SITE if name not in PUBLIC]
 
 
-@pytest.fixture
-def world(make_user, settings, tmp_path):
-    """A's objects, a stranger B, staff, and the values each URL parameter takes."""
-    settings.COHORT_RUNS_DIR = tmp_path / "runs"
-    a, b, staff = make_user("alice"), make_user("bob"), make_user("root", staff=True)
-    run = make_run(a, state=Run.State.RUNNING, name="alice-run", config={"strategy": "mmgrpo"})
-    ingest(run, [hover_step_event(1)])
-    queued = make_run(a, state=Run.State.QUEUED, name="alice-queued")
-    call = ModuleCall.objects.filter(rollout__run=run).first()
-    rollout = Rollout.objects.filter(run=run).first()
-    rule = AlertRule.objects.create(owner=a, kind=Kind.FAILED, run=run)
-    token, _ = token_create(user=a, name="alice's")
-    finished = make_run(a, state=Run.State.SUCCEEDED, name="alice-finished")
-    adapter = run_directory(finished.pk) / "adapter"
-    adapter.mkdir(parents=True)
-    (adapter / "adapter_config.json").write_text("{}")
-    experiment = Experiment.objects.create(owner=a, task=run.task, seeds=1, config={})
-    ExperimentRun.objects.create(experiment=experiment, run=run, kind=ExperimentRun.Kind.WEIGHTS, seed=0)
-    values = {"experiment_id": experiment.pk, "run_id": run.pk, "step": 1, "group_id": Group.objects.filter(run=run).first().pk,
-              "call_id": call.pk, "example_id": rollout.example_id, "rule_id": rule.pk, "token_id": token.pk,
-              "key": "run-charts"}
-    return {"a": a, "b": b, "staff": staff, "values": values, "queued": queued, "finished": finished}
-
-
-def fill(route: str, values: dict, *, run: int | None = None) -> str:
-    """The route with each parameter replaced by A's object; KeyError names a parameter with no filler."""
-    def replace(match):
-        name = match.group(2)
-        if name == "run_id" and run is not None:
-            return str(run)
-        return str(values[name])
-
-    return "/" + PARAMETER.sub(replace, route).lstrip("^").rstrip("$")
-
-
-def path_for(route: str, name: str, world) -> str:
-    if name in UNKNOWN:
-        return "/api/" + UNKNOWN[name]
-    other = next((world[state] for prefix, state in RUN_FOR.items() if name and name.startswith(prefix)), None)
-    return fill(route, world["values"], run=other.pk if other else None) + QUERY.get(name, "").format(**world["values"])
-
-
-def client_for(user, *, csrf: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=csrf)
-    if user is not None:
-        client.force_login(user)
-    return client
-
-
-def anonymous_expected(name: str) -> set[int]:
+# --- the expected answers ---------------------------------------------------------------------------
+def signed_out(name: str) -> set[int]:
+    """An account-less browser outside a link: the login page, or the API's 401."""
     return {401} if name in JSON_FOR_ANONYMOUS else {302}
 
 
-def test_every_url_is_filled_or_listed_with_a_reason():
-    unfilled = []
-    for route, name in SITE:
-        params = {m.group(2) for m in PARAMETER.finditer(route)}
-        if name in PUBLIC or name in PER_USER or name in QUERY or name in UNKNOWN:
-            continue
-        if not params or params - {"run_id", "step", "group_id", "call_id", "example_id", "rule_id", "token_id",
-                                   "experiment_id"}:
-            unfilled.append((route, name))
-    assert not unfilled, f"URLs the walker cannot fill: give each a filler or list it with its reason: {unfilled}"
-    assert len(SITE) >= 40
+def expected(name: str, caller: str, method: str, *, hostile: bool, post_only: bool) -> set[int]:
+    """The statuses `caller` may get for `name` filled with alice's objects (or lab-q's: `hostile`)."""
+    reads_p = caller in MEMBERS_OF_P or caller == "staff"
+    if caller in TOKENS:  # alice's lab-p tokens, on the API only
+        if name in UNKNOWN:
+            return {404}
+        if method == "POST":
+            return {403} if caller == "read" else ({400} if name in JSON_POST - API_LOG else
+                                                   {404} if hostile else {400, 409})
+        return {405} if post_only else {404} if hostile and name not in PER_USER else {200}
+    if caller in BROWSERS:
+        if name in LINK_OPEN:
+            return {404} if hostile else {302}
+        opens = caller == "link" and not hostile and name in RUN_READ and RUN_FOR.get(name) is None
+        if opens and method == "GET":
+            return {200}
+        return signed_out(name) | ({405} if method == "POST" and name in PER_USER else set())
+    if name in LINK_OPEN:
+        return {404} if hostile else {302}
+    if name in UNKNOWN:
+        return {404}
+    if post_only and method == "GET":
+        return {405}
+    if name in PER_USER:
+        return {200} if method == "GET" else OK | {405}  # some only show (GET)
+    if name in STAFF_ONLY:
+        return {403} if caller != "staff" else OK | {404}
+    if hostile:  # lab-q's objects: quinn's own, and staff read them (an adapter may be missing); nobody else
+        if caller not in ("staff", "other"):
+            return {404}
+        return {200, 404} if method == "GET" else OK | {403, 404}
+    if name in OWN:
+        return (OK if method == "POST" else {200}) if caller == "owner" or (caller == "staff" and OWN[name]) else {404}
+    if not reads_p:
+        return {404}
+    if name in PROJECT_READ and method == "POST":  # adding a member
+        return OK if caller in ("admin", "staff") else {403}
+    if name in RUN_READ | API_READ | READ | PROJECT_READ:
+        return {200} if method == "GET" else OK
+    if name in RUN_CHANGE:
+        allowed = caller in ("owner", "admin", "staff")
+        return (({200} if method == "GET" else OK) if allowed else {403})
+    if name in API_LOG:
+        return OK if caller == "owner" else {403}
+    if name in PROJECT_ADMIN:
+        return OK if caller in ("admin", "staff") else {403}
+    raise AssertionError(f"{name} has no expected answers")
 
 
-@pytest.mark.parametrize(("route", "name"), [r for r in SITE if r[1] not in PUBLIC], ids=lambda v: str(v))
-def test_get_for_every_role(world, route, name):
-    path = path_for(route, name, world)
-    as_a = client_for(world["a"]).get(path)
-    post_only = as_a.status_code == 405
-    expected = {404} if name in UNKNOWN else {405} if post_only else {200}
-    assert as_a.status_code in expected, f"{path} as its owner: {as_a.status_code}"
-    as_b = client_for(world["b"]).get(path)
-    if name in PER_USER or name in UNKNOWN:
-        assert as_b.status_code == as_a.status_code, f"{path} as another user: {as_b.status_code}"
-    elif name in STRANGER_QUERY_STATUS:
-        assert as_b.status_code in STRANGER_QUERY_STATUS[name], f"{path} as a stranger: {as_b.status_code}"
-        assert "alice-run" not in as_b.content.decode()
-    else:
-        assert as_b.status_code in ({405} if post_only else {404}), f"{path} as a stranger: {as_b.status_code}"
-    as_staff = client_for(world["staff"]).get(path)
-    assert as_staff.status_code == as_a.status_code, f"{path} as staff: {as_staff.status_code}"
-    anonymous = Client().get(path)
-    assert anonymous.status_code in anonymous_expected(name), f"{path} anonymous: {anonymous.status_code}"
-    if anonymous.status_code == 302:
-        assert anonymous["Location"].startswith("/login/"), anonymous["Location"]
+# --- the walk ---------------------------------------------------------------------------------------
+def fill(route: str, values: dict) -> str:
+    """The route with each parameter replaced by the world's object; KeyError names one with no filler."""
+    return "/" + PARAMETER.sub(lambda m: str(values[m.group(2)]), route).lstrip("^").rstrip("$")
 
 
-def _post_only(world) -> list[tuple[str, str]]:
-    """The walked URLs that change state: their views answer a GET with 405."""
-    return [(route, name) for route, name in SITE
-            if name not in PUBLIC and client_for(world["a"]).get(path_for(route, name, world)).status_code == 405]
+def path_for(route: str, name: str, lab, *, hostile: bool) -> str:
+    if name in UNKNOWN:
+        return "/api/" + UNKNOWN[name]
+    values = dict(lab.hostile if hostile else lab.values)
+    other = RUN_FOR.get(name)
+    if other is not None and not hostile:
+        values["run_id"] = getattr(lab, other).pk
+    return fill(route, values) + QUERY.get(name, "").format(**values)
 
 
-def csrf_token(client: Client) -> str:
-    """A CSRF cookie and the matching form token, as a page with a form would give the browser."""
-    from django.conf import settings
-
-    secret = "cohortcsrfsecretfortheurlwalker0"  # 32 letters and digits: Django's secret format
-    client.cookies[settings.CSRF_COOKIE_NAME] = secret
-    return secret
+CSRF_SECRET = "cohortcsrfsecretfortheurlwalker0"  # 32 letters and digits: Django's secret format
 
 
-def post(client: Client, path: str, name: str, token: str | None = None):
-    """A POST as the page's form sends it, or for the JSON API as a script in a signed-in browser would."""
+def clients(lab) -> dict[str, Client]:
+    made = {}
+    for caller in (*MEMBERS_OF_P, "other", "staff"):
+        made[caller] = Client(enforce_csrf_checks=True)
+        made[caller].force_login(lab.users[caller])
+    made["anonymous"] = Client(enforce_csrf_checks=True)
+    for kind, caller in (("valid", "link"), ("revoked", "revoked"), ("expired", "expired")):
+        made[caller] = link_holder(lab, kind)
+        made[caller].handler.enforce_csrf_checks = True
+    end_links(lab)
+    for kind in TOKENS:
+        made[kind] = Client(headers={"Authorization": f"Bearer {lab.tokens[kind]}"})
+    for client in made.values():
+        client.cookies["csrftoken"] = CSRF_SECRET
+    return made
+
+
+def request(client: Client, method: str, path: str, name: str):
+    """A GET; or a POST as the page's form sends it (the query's values in the body too: what a
+    confirmation page posts), or for the JSON API as a script in a signed-in browser would."""
+    if method == "GET":
+        return client.get(path)
     if name in JSON_POST:
-        return client.post(path, "{}", content_type="application/json", **({"HTTP_X_CSRFTOKEN": token} if token else {}))
-    return client.post(path, {"csrfmiddlewaretoken": token} if token else {})
+        return client.post(path, "{}", content_type="application/json", HTTP_X_CSRFTOKEN=CSRF_SECRET)
+    form = {"csrfmiddlewaretoken": CSRF_SECRET, "role": "viewer", **parse_qs(urlsplit(path).query)}
+    return client.post(path, form)
 
 
-def test_every_state_changing_post_with_and_without_csrf(world):
-    actions = _post_only(world)
-    names = {name for _, name in actions}
-    # the actions the issue names are among those found
-    assert {"runs:cancel", "runs:resume", "runs:archive", "runs:unarchive", "alerts:rule_delete", "api:token_revoke",
-            "scheduling:cancel", "scheduling:front"} | JSON_POST <= names, names
-    for route, name in actions:
-        path = path_for(route, name, world)
-        for user in (world["a"], world["b"], None):
-            refused = post(client_for(user, csrf=True), path, name)
-            expected = 401 if user is None and name in JSON_POST else 403
-            assert refused.status_code == expected, f"POST {path} without CSRF as {user}: {refused.status_code}"
-        anonymous = client_for(None, csrf=True)
-        response = post(anonymous, path, name, csrf_token(anonymous))
-        assert response.status_code in anonymous_expected(name), f"POST {path} anonymous: {response.status_code}"
-        stranger = client_for(world["b"], csrf=True)
-        response = post(stranger, path, name, csrf_token(stranger))
-        allowed = {404} if name not in PER_USER else {200, 204, 302, 400}
-        if name == "scheduling:front":  # staff only, refused before any run is looked up
-            allowed = {403}
-        assert response.status_code in allowed, f"POST {path} as a stranger: {response.status_code}"
-        owner = client_for(world["staff"] if name == "scheduling:front" else world["a"], csrf=True)
-        response = post(owner, path, name, csrf_token(owner))
-        assert response.status_code not in (403, 404, 405) and response.status_code < 500, (
-            f"POST {path} as the one allowed: {response.status_code}")
+class Tally:
+    def __init__(self):
+        self.requests = self.leaks = 0
+        self.wrong: list[str] = []
+
+    def check(self, response, *, caller: str, method: str, path: str, allowed: set[int]) -> None:
+        self.requests += 1
+        if response.status_code not in allowed:
+            self.wrong.append(f"{method} {path} as {caller}: {response.status_code}, expected {sorted(allowed)}")
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        if caller not in ("other", "staff") and SECRET.encode() in body:
+            self.leaks += 1
+            self.wrong.append(f"{method} {path} as {caller}: lab-q's text in the body")
+
+
+TOTALS = {"urls": 0, "requests": 0, "leaks": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def matrix_totals():
+    """Prints (and keeps in test-artifacts/) how many requests the matrix made and how many leaked."""
+    yield
+    if TOTALS["urls"]:
+        line = f"role matrix: {TOTALS['urls']} URLs, {TOTALS['requests']} requests, {TOTALS['leaks']} leaks"
+        print("\n" + line)
+        artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
+        artifacts.mkdir(exist_ok=True)
+        (artifacts / "role-matrix.txt").write_text(line + "\n")
+
+
+@pytest.fixture
+def lab(make_user, settings, tmp_path):
+    settings.COHORT_RUNS_DIR = tmp_path / "runs"
+    return build_lab(make_user, settings.COHORT_RUNS_DIR)
+
+
+def test_every_url_is_placed_in_one_kind():
+    names = {name for _, name in SITE}
+    unplaced = sorted(name for name in names if not any(name in kind for kind in KINDS))
+    assert not unplaced, f"URLs the walker cannot place: give each a kind: {unplaced}"
+    twice = sorted(name for name in names if sum(name in kind for kind in KINDS) > 1)
+    assert not twice, twice
+    assert len(SITE) >= 50
+
+
+def test_every_api_operation_of_the_schema_is_walked(client, lab):
+    client.force_login(lab.users["owner"])
+    schema = client.get(reverse("api:schema")).json()
+    walked = {re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", "/" + route) for route, _ in SITE}
+    operations = [(method.upper(), path) for path, item in schema["paths"].items() for method in item]
+    assert len(operations) >= 10
+    assert not [op for op in operations if op[1] not in walked], "schema operations the walker does not reach"
+
+
+@pytest.mark.parametrize(("route", "name"), WALKED, ids=lambda v: str(v))
+def test_every_role_gets_what_its_role_allows_and_nothing_of_another_project(lab, route, name):
+    made = clients(lab)
+    tally = Tally()
+    post_only = made["owner"].get(path_for(route, name, lab, hostile=False)).status_code == 405
+    # Refusals first, then the callers allowed to change state, so an allowed POST (a cancel, a removed
+    # member) happens after every refusal was checked against the world as built.
+    order = ("other", "viewer", "member", "anonymous", "link", "revoked", "expired", "read", "write", "owner",
+             "admin", "staff")
+    api = name.startswith("api:") and name not in ("api:tokens", "api:token_revoke", "api:docs")
+    for hostile in (True, False):
+        path = path_for(route, name, lab, hostile=hostile)
+        for method in ("GET", "POST") if post_only or name in RUN_CHANGE | PROJECT_READ | PER_USER - {
+                "api:schema", "api:docs"} else ("GET",):
+            for caller in order:
+                if caller in TOKENS and not api:
+                    continue
+                allowed = expected(name, caller, method, hostile=hostile, post_only=post_only)
+                tally.check(request(made[caller], method, path, name), caller=caller, method=method, path=path,
+                            allowed=allowed)
+    for key, value in (("urls", 1), ("requests", tally.requests), ("leaks", tally.leaks)):
+        TOTALS[key] += value
+    print(f"{name}: {tally.requests} requests, {tally.leaks} leaks")
+    assert not tally.wrong, "\n".join(tally.wrong)
+
+
+def test_the_admins_own_login_is_for_everyone_and_its_logout_takes_no_get(make_user):
+    user = make_user("alice")
+    assert {name for _, name in ROUTES if name in ADMIN_PUBLIC} == set(ADMIN_PUBLIC)  # still routed
+    assert Client().get(reverse("admin:login")).status_code == 200
+    # Signing out is a POST (Django 5); a GET is sent to sign in or refused, never served.
+    for who in (user, None):
+        client = Client()
+        if who is not None:
+            client.force_login(who)
+        assert client.get(reverse("admin:logout")).status_code in (302, 405)
 
 
 @pytest.fixture
 def people(make_user):
-    return {"a": make_user("alice"), "b": make_user("bob"), "staff": make_user("root", staff=True)}
+    """A project admin who is not site staff, a plain user, staff: the admin site is staff's alone."""
+    from webapp.projects.services import project_create
 
-
-def test_the_admins_own_login_is_for_everyone_and_its_logout_takes_no_get(people):
-    assert {name for _, name in ROUTES if name in ADMIN_PUBLIC} == set(ADMIN_PUBLIC)  # still routed
-    assert client_for(None).get(reverse("admin:login")).status_code == 200
-    # Signing out is a POST (Django 5); a GET is sent to sign in or refused, never served.
-    for user in (people["a"], None):
-        assert client_for(user).get(reverse("admin:logout")).status_code in (302, 405)
+    admin = make_user("ada")
+    project_create(creator=admin, name="lab-p")
+    return {"admin": admin, "user": make_user("bob"), "staff": make_user("root", staff=True), "anonymous": None}
 
 
 @pytest.mark.parametrize(("route", "name"), ADMIN, ids=lambda v: str(v))
 def test_the_admin_is_staff_only(people, route, name):
     path = "/" + PARAMETER.sub("1", route).lstrip("^").rstrip("$")
-    for user in (people["a"], people["b"], None):
-        response = client_for(user).get(path)
-        assert response.status_code in (302, 404, 405), f"{path} for a non-staff user: {response.status_code}"
+    for caller in ("admin", "user", "anonymous"):
+        client = Client()
+        if people[caller] is not None:
+            client.force_login(people[caller])
+        response = client.get(path)
+        assert response.status_code in (302, 404, 405), f"{path} for {caller}: {response.status_code}"
         if response.status_code == 302:
             assert "/login/" in response["Location"], response["Location"]
-    assert client_for(people["staff"]).get(path).status_code < 500
+    staff = Client()
+    staff.force_login(people["staff"])
+    assert staff.get(path).status_code < 500
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_websocket_route_for_every_role(world):
+def test_every_websocket_route_for_every_role(lab):
     from asgiref.sync import async_to_sync
     from channels.testing import WebsocketCommunicator
     from django.conf import settings
@@ -248,17 +320,16 @@ def test_every_websocket_route_for_every_role(world):
     from webapp.runs.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
     from webapp.runs.routing import websocket_urlpatterns
 
-    def cookie(user) -> list:
-        if user is None:
-            return []
-        client = client_for(user)
-        return [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode())]
+    made = clients(lab)
 
-    cookies = {name: cookie(world[name]) for name in ("a", "b", "staff")} | {None: []}
+    def cookie(caller) -> list:
+        jar = made[caller].cookies
+        session = jar.get(settings.SESSION_COOKIE_NAME)
+        return [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={session.value}".encode())] if session else []
 
-    async def connect(path, user):
-        comm = WebsocketCommunicator(application, path, headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"),
-                                                                 *cookies[user]])
+    async def connect(path, caller):
+        comm = WebsocketCommunicator(application, path, headers=[
+            (b"host", b"localhost"), (b"origin", b"http://localhost"), *cookie(caller)])
         connected, code = await comm.connect(timeout=5)
         await comm.disconnect()
         return connected, code
@@ -266,8 +337,13 @@ def test_every_websocket_route_for_every_role(world):
     routes = [str(p.pattern) for p in websocket_urlpatterns]
     assert routes, "no websocket routes walked"
     for route in routes:
-        path = fill(route, world["values"])
-        assert async_to_sync(connect)(path, "a")[0], f"{path}: the owner is refused"
-        assert async_to_sync(connect)(path, "staff")[0], f"{path}: staff is refused"
-        assert async_to_sync(connect)(path, "b") == (False, CLOSE_NOT_FOUND)
-        assert async_to_sync(connect)(path, None) == (False, CLOSE_UNAUTHENTICATED)
+        mine, theirs = fill(route, lab.values), fill(route, lab.hostile)
+        for caller in ("owner", "member", "viewer", "admin", "staff", "link"):
+            assert async_to_sync(connect)(mine, caller)[0], f"{mine}: {caller} is refused"
+        assert async_to_sync(connect)(mine, "other") == (False, CLOSE_NOT_FOUND)
+        for caller in ("anonymous", "revoked", "expired"):
+            assert async_to_sync(connect)(mine, caller) == (False, CLOSE_UNAUTHENTICATED), caller
+        for caller in ("owner", "viewer"):
+            assert async_to_sync(connect)(theirs, caller) == (False, CLOSE_NOT_FOUND)
+        # The link opens its one run only.
+        assert async_to_sync(connect)(theirs, "link") == (False, CLOSE_UNAUTHENTICATED)

@@ -39,6 +39,10 @@ class AlertRule(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, null=True, blank=True, related_name="alert_rules",
         help_text="Empty: one of the owner's defaults, applied to all of their runs.")
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.CASCADE, related_name="alert_rules",
+        help_text="A run's rule: the run's project. A default rule: its owner's personal project (defaults are "
+                  "the owner's own settings, for the runs they launch in any project).")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     params = models.JSONField(default=dict, blank=True)
     email = models.BooleanField(default=False, help_text="Also email the owner (besides the in-app alert).")
@@ -59,6 +63,18 @@ class AlertRule(models.Model):
     def __str__(self):
         where = f"run {self.run_id}" if self.run_id else "all runs"
         return f"{self.get_kind_display()} ({where}, {self.owner})"
+
+    def save(self, *args, **kwargs):
+        # A rule made without a project belongs where the module docstring says: its run's, or (a
+        # default) its owner's personal project.
+        if self.project_id is None:
+            if self.run_id is not None:
+                self.project_id = Run.objects.values_list("project_id", flat=True).get(pk=self.run_id)
+            else:
+                from webapp.projects.selectors import personal_project
+
+                self.project = personal_project(self.owner)
+        super().save(*args, **kwargs)
 
     def param(self, name: str) -> float:
         """The rule's setting `name`, or the kind's default when unset."""

@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from webapp.alerts.delivery import alert_deliver
 from webapp.alerts.models import Alert, AlertRule, Kind
+from webapp.projects.models import Membership
+from webapp.projects.selectors import personal_project
 from webapp.runs.models import Run, StepMetric
 
 log = logging.getLogger(__name__)
@@ -45,13 +47,16 @@ FINAL_STATES = frozenset({Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCE
 
 
 def rules_defaults_for(user) -> list[AlertRule]:
-    """The user's default rules, one per kind, created on first use (nonfinite and failed enabled)."""
+    """The user's default rules, one per kind, created on first use (nonfinite and failed enabled), in
+    their personal project: they are the user's own settings, for the runs they launch in any project."""
     rules = list(AlertRule.objects.filter(owner=user, run__isnull=True))
     if len(rules) < len(Kind):
         have = {r.kind for r in rules}
+        project = personal_project(user)
         # ignore_conflicts: two processes creating the defaults at once both succeed.
         AlertRule.objects.bulk_create(
-            [AlertRule(owner=user, kind=kind, enabled=kind in DEFAULT_ENABLED) for kind in Kind if kind not in have],
+            [AlertRule(owner=user, project=project, kind=kind, enabled=kind in DEFAULT_ENABLED)
+             for kind in Kind if kind not in have],
             ignore_conflicts=True)
         rules = list(AlertRule.objects.filter(owner=user, run__isnull=True))
     order = list(Kind)
@@ -60,18 +65,20 @@ def rules_defaults_for(user) -> list[AlertRule]:
 
 def rules_for_run(run: Run, kinds: Sequence[str] | None = None) -> list[AlertRule]:
     """The enabled rules that watch `run`: the owner's defaults, each replaced by the owner's rule of
-    the same kind for this run, plus the rules other users (who can see the run) set on it."""
+    the same kind for this run, plus the rules other users set on it; each only while its owner still
+    reads the run (a member of its project, or staff), so nobody is told about a run they cannot open."""
     rules_defaults_for(run.owner)
     rules = AlertRule.objects.filter(Q(run=run) | Q(run__isnull=True, owner_id=run.owner_id)).select_related("owner")
     if kinds is not None:
         rules = rules.filter(kind__in=list(kinds))
     rules = list(rules)
     overridden = {(r.owner_id, r.kind) for r in rules if r.run_id is not None}
+    readers = set(Membership.objects.filter(project_id=run.project_id).values_list("user_id", flat=True))
     return [
         r for r in rules
         if r.enabled
         and (r.run_id is not None or (r.owner_id, r.kind) not in overridden)
-        and (r.owner_id == run.owner_id or r.owner.is_staff)  # a per-run rule needs a viewer
+        and (r.owner_id in readers or r.owner.is_staff)
     ]
 
 
@@ -82,7 +89,9 @@ def rule_save(*, owner, kind: str, run: Run | None, params: dict[str, Any], emai
     with transaction.atomic():
         if run is None:
             rules_defaults_for(owner)
-        rule, _ = AlertRule.objects.select_for_update().get_or_create(owner=owner, run=run, kind=kind)
+        project = run.project_id if run is not None else personal_project(owner).pk
+        rule, _ = AlertRule.objects.select_for_update().get_or_create(owner=owner, run=run, kind=kind,
+                                                                      defaults={"project_id": project})
         rule.params, rule.email, rule.webhook_url, rule.enabled = params, email, webhook_url, enabled
         rule.save()
         if not enabled:

@@ -32,7 +32,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.")
         # The key is looked up by its SHA-256 in one indexed query whether it exists or not, so the
         # time a wrong key takes says nothing about how close it was to a right one.
-        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
+        token = ApiToken.objects.select_related("user", "project").filter(key_hash=hash_key(key)).first()
         if token is None:
             logger.warning("API request with an unknown token from %s refused", request.META.get("REMOTE_ADDR"))
             raise exceptions.AuthenticationFailed("Invalid token.")

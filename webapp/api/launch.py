@@ -25,12 +25,13 @@ from django import forms
 
 from webapp.limits.user_paths import program_states_folder
 from webapp.nul_guard import holds_nul
+from webapp.projects.selectors import projects_for_user
 from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
 from webapp.runs.launch import config_defaults
 from webapp.runs.models import EXTERNAL_PROGRAM, Task
 from webapp.runs.params import BadParam
 
-BODY_KEYS = ("task", "program", "name", "tags", "notes", "preset", "config", "program_state")
+BODY_KEYS = ("task", "project", "program", "name", "tags", "notes", "preset", "config", "program_state")
 CONFIG_NAMES = frozenset(f.name for f in CONFIG_FIELDS)
 
 
@@ -58,6 +59,7 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     errors = {key: [f"Unknown run setting {key!r}: use a launch form field name, e.g. steps, group_size, "
                     "learning_rate, model."] for key in sorted(set(config) - CONFIG_NAMES)}
     task = _task(body.get("task"), errors)
+    project = _project(user, body.get("project"), errors)
     program = body.get("program") or (task.program.name if task else "")
     texts = {key: _text(body, key, errors) for key in ("name", "notes", "preset")}
     tags = body.get("tags") or []
@@ -73,7 +75,7 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     if body.get("program_state") is not None:
         values["program_state"] = str(_store_program_state(user, body["program_state"]))
     data = {"task": task.pk, "program": program, "name": texts["name"], "notes": texts["notes"],
-            "tags": ", ".join(tags)}
+            "tags": ", ".join(tags), "project": project.pk if project is not None else ""}
     form = RunLaunchForm(data=data, user=user)
     # The form reads `data` when validated: each config value is put in as its field writes it on the page.
     for name in CONFIG_NAMES:
@@ -114,6 +116,20 @@ def _task(value: Any, errors: dict[str, list[str]]) -> Task | None:
         errors["task"] = [f"Task {task.name!r} holds only runs trained elsewhere and logged through the API: "
                           "Cohort's workers have no program to train it with."]
     return task
+
+
+def _project(user, value: Any, errors: dict[str, list[str]]):
+    """The project named in the body (None: the default, see RunCreateSerializer); one the user does not
+    read is as unknown as a missing one."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        errors["project"] = ["'project' must be a project's name."]
+        return None
+    project = projects_for_user(user).filter(name__iexact=value).first()
+    if project is None:
+        errors["project"] = [f"No project {value!r} of yours: see your projects at /projects/."]
+    return project
 
 
 def _text(body: dict, key: str, errors: dict[str, list[str]]) -> str:

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from webapp.nul_guard import holds_nul
+from webapp.nul_guard import nul_replaced
 from webapp.runs.external import FINAL_STATES
 from webapp.runs.forms import MAX_TAG_CHARS, MAX_TAGS
 from webapp.runs.params import BadParam
@@ -94,6 +94,9 @@ def number(value: Any, where: str) -> float | None:
 # --- POST /api/external/runs/ ------------------------------------------------------------------
 
 
+MAX_PROJECT = 150  # a project's name (webapp/projects/models.py)
+
+
 def create_values(body: Any) -> dict[str, Any]:
     """The keyword arguments of `external_run_start` from a create body."""
     body = _object(body, '{"client_id": "run-2024-07-01", "task": "toy_format", "origin": "trl"}')
@@ -108,6 +111,7 @@ def create_values(body: Any) -> dict[str, Any]:
         "config": _config(body.get("config", {})),
         "tags": _tags(body.get("tags", [])),
         "total_steps": _integer(body.get("total_steps", 0), "'total_steps'", low=0, high=MAX_TOTAL_STEPS),
+        "project": _string(body, "project", longest=MAX_PROJECT, default=""),
     }
     if values["origin"] == "cohort":
         raise BadParam("'origin' names the trainer that logs the run; 'cohort' is Cohort's own worker.")
@@ -129,8 +133,9 @@ def _config(config: Any) -> dict[str, Any]:
                 raise BadParam("'config' holds a number too large to store (JSON has no Infinity).")
             if isinstance(child, dict | list):
                 pending.append((child, level + 1))
-    if holds_nul(config):
-        raise BadParam("'config' holds a NUL character (\\u0000), which no field accepts.")
+    # The trainer's own settings, stored to be read: a NUL (no database stores one) becomes U+FFFD, the
+    # replacement character, as a decoder shows what it cannot represent (the schema says so).
+    config = nul_replaced(config)
     size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":")).encode())
     if size > MAX_CONFIG_BYTES:
         raise BadParam(f"'config' is {size:,} bytes of JSON; at most {MAX_CONFIG_BYTES:,}.")
@@ -176,14 +181,9 @@ def steps_values(body: Any) -> list[dict[str, Any]]:
         raise BadParam(f"'steps' must be a list of 1 to {MAX_STEPS_PER_POST} steps.")
     if len(steps) > MAX_STEPS_PER_POST:
         raise BadParam(f"'steps' holds {len(steps)} steps; at most {MAX_STEPS_PER_POST} a post.")
-    checked = [_step(step, f"steps[{i}]") for i, step in enumerate(steps)]
-    seen: dict[int, int] = {}
-    for i, step in enumerate(checked):
-        if step["step"] in seen:
-            raise BadParam(f"steps[{i}].step: step {step['step']} is also steps[{seen[step['step']]}]; "
-                           "each step number once a post.")
-        seen[step["step"]] = i
-    return checked
+    # A step number twice in one post is taken as a retry within the post: the first is stored
+    # (webapp/runs/external.py `external_steps_log`), as a later post of a stored step is skipped.
+    return [_step(step, f"steps[{i}]") for i, step in enumerate(steps)]
 
 
 def _step(step: Any, where: str) -> dict[str, Any]:

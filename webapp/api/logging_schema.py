@@ -65,6 +65,9 @@ class GroupField(serializers.JSONField):
 @extend_schema_field({"type": "object", "additionalProperties": {},
                       "description": f"The trainer's own settings, any JSON object (at most "
                                      f"{bounds.MAX_CONFIG_BYTES // 1024} KiB, {bounds.MAX_CONFIG_DEPTH} levels deep)."})
+@extend_schema_field({"type": "object", "additionalProperties": True, "description": (
+    "The trainer's settings as JSON (at most 64 KiB and 32 levels; finite numbers). A NUL character in a key or "
+    "a string is stored as U+FFFD, the replacement character: no database stores a NUL.")})
 class ConfigField(serializers.JSONField):
     pass
 
@@ -94,7 +97,8 @@ class StepLogSerializer(serializers.Serializer):
 
 class StepsLogSerializer(serializers.Serializer):
     steps = serializers.ListField(child=StepLogSerializer(), min_length=1, max_length=bounds.MAX_STEPS_PER_POST,
-                                  help_text="Each step number once a post; a step already stored is skipped.")
+                                  help_text="A step already stored is skipped; of a step number given twice in "
+                                            "one post, the first is stored (as a retry).")
 
 
 class StepsLoggedSerializer(serializers.Serializer):
@@ -118,6 +122,9 @@ class ExternalRunCreateSerializer(serializers.Serializer):
                                    validators=[_pattern(r"^(?!cohort$)[-a-zA-Z0-9_]+$")],
                                    help_text="The trainer that logs the run, e.g. trl (default: sdk).")
     total_steps = serializers.IntegerField(required=False, min_value=0, max_value=bounds.MAX_TOTAL_STEPS)
+    project = serializers.CharField(required=False, allow_blank=True, max_length=bounds.MAX_PROJECT, help_text=(
+        "The project to log into, by name: one where you are a member or an admin (a viewer gets 403). Default: a "
+        "scoped token's project, else your personal project."), validators=[_pattern(r"^[^\x00]*$")])
 
 
 class ExternalRunSerializer(RunSerializer):
@@ -140,7 +147,8 @@ CREATE_RESPONSES = {
     201: OpenApiResponse(ExternalRunSerializer, description="The new run, running."),
     400: _error("A field the contract refuses (named), or the owner's active-run limit."),
     401: UNAUTHENTICATED,
-    403: _error("Signed in by session without the CSRF token."),
+    403: _error("A read-only token; a project where you are a viewer, or outside the token's project; or signed "
+                "in by session without the CSRF token."),
     413: TOO_LARGE,
 }
 
@@ -151,8 +159,9 @@ def run_responses(ok, conflict: str) -> dict:
         200: ok,
         400: _error("A field the contract refuses, named (with the step and rollout index)."),
         401: UNAUTHENTICATED,
-        403: _error("Not the run's owner (staff see every run but log to none), or a session without CSRF."),
-        404: _error("No such run, or not yours."),
+        403: _error("Not the run's owner (its teammates read it but log to none), a viewer of its project, a "
+                    "read-only token, or a session without CSRF."),
+        404: _error("No such run, or not in a project you (or the token) read."),
         409: _error(conflict),
         413: TOO_LARGE,
     }

@@ -6,8 +6,9 @@ webapp/api/logging_input.py and described by webapp/api/logging_schema.py.
 - `POST /api/runs/<id>/steps/`: store steps (up to 100 a post, 16 MiB): {"run", "stored", "skipped"}.
 - `POST /api/runs/<id>/finish/`: succeeded or failed.
 
-Authentication as the rest of the API (a token, or the session with CSRF). Only the run's owner logs to
-it: a run the user may not see is a 404, staff who see it but do not own it get a 403.
+Authentication as the rest of the API (a token, or the session with CSRF; a read-only token is a 403).
+Only the run's owner logs to it, while at least a member of its project: a run the user (or the token's
+project) may not read is a 404; a reader who does not own it, or a viewer, gets a 403.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from rest_framework.response import Response
 
 from webapp.api import logging_input, logging_schema, present, schema, selectors
 from webapp.api.parsers import json_parser
+from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
+from webapp.projects.models import Role
+from webapp.projects.selectors import has_role, projects_for_user
 from webapp.runs.external import (
     ExternalConflict,
     ExternalLimit,
@@ -27,7 +31,7 @@ from webapp.runs.external import (
     external_run_start,
     external_steps_log,
 )
-from webapp.runs.selectors import run_get_for_user
+from webapp.runs.params import BadParam
 
 STEPS_MAX_BODY_BYTES = 16 * 1024 * 1024
 
@@ -40,21 +44,39 @@ def external_run_create(request):
     "total_steps"}`: a run of yours trained elsewhere, created running (201, Location: the run in the
     API), or the one this client_id created before (200). Refused (400) at your active-run limit."""
     values = logging_input.create_values(request.data)
+    project = _launch_project(request, values.pop("project"))
     try:
-        run, created = external_run_start(request.user, **values)
+        run, created = external_run_start(request.user, project=project, **values)
     except ExternalLimit as refused:
         return Response({"detail": str(refused)}, status=400)
-    body = {**present.run_dict(selectors.run_get_api(request.user, run.pk)),
+    body = {**present.run_dict(selectors.run_get_api(api_runs(request), run.pk)),
             "url": request.build_absolute_uri(reverse("runs:detail", args=[run.pk]))}
     if not created:
         return Response(body)
     return Response(body, status=201, headers={"Location": request.build_absolute_uri(reverse("api:run", args=[run.pk]))})
 
 
+def _launch_project(request, name: str):
+    """The project a run trained elsewhere starts in: the named one (where the user is at least a member,
+    within the token's scope), else a scoped token's project, else the user's personal project (None)."""
+    if not name:
+        return token_default_project(request)
+    project = projects_for_user(request.user).filter(name__iexact=name).first()
+    if project is None:
+        raise BadParam(f"No project {name!r} of yours: see your projects at /projects/.")
+    if not has_role(request.user, project.pk, Role.MEMBER):
+        raise PermissionDenied(f"You are a viewer of project {project.name}: viewers log no runs there. Ask one of "
+                               "its admins to make you a member.")
+    token_project_check(request, project)
+    return project
+
+
 def _own_run(request, run_id: int):
-    run = run_get_for_user(request.user, run_id)  # 404 for a run the user may not see
+    run = api_run(request, run_id)  # 404 for a run the user (or the token's project) may not read
     if run.owner_id != request.user.pk:
         raise PermissionDenied(f"Run {run.pk} is {run.owner.get_username()}'s: only its owner logs to it.")
+    if not has_role(request.user, run.project_id, Role.MEMBER):
+        raise PermissionDenied(f"You are a viewer of project {run.project.name} now: viewers log nothing there.")
     return run
 
 
@@ -88,4 +110,4 @@ def run_finish(request, run_id: int):
         external_run_finish(run, **values)
     except ExternalConflict as conflict:
         return Response({"detail": str(conflict)}, status=409)
-    return Response(present.run_dict(selectors.run_get_api(request.user, run.pk)))
+    return Response(present.run_dict(selectors.run_get_api(api_runs(request), run.pk)))

@@ -1,4 +1,4 @@
-"""Personal API tokens: a user's named keys for the read API (`Authorization: Bearer <key>`).
+"""Personal API tokens: a user's named keys for the API (`Authorization: Bearer <key>`).
 
 Only the SHA-256 of a key is stored, like a password hash: the key is shown once, when it is made,
 and a database leak does not leak usable keys. The key is long and random (256 bits), so an
@@ -38,6 +38,12 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The token's scope (issue 42): which project it reaches (empty: every project its user reads) and
+    # whether it may write. A read-only token is refused every POST, PATCH and DELETE (403); the SDK and
+    # the TRL callback need a write token, best one scoped to the project they log into.
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="api_tokens", help_text="Empty: every project its user reads.")
+    can_write = models.BooleanField(default=False, help_text="Launches and logs runs; otherwise it only reads.")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -49,3 +55,8 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def scope_label(self) -> str:
+        where = f"project {self.project.name}" if self.project_id else "all your projects"
+        return f"{'read and write' if self.can_write else 'read only'}, {where}"

@@ -17,7 +17,9 @@ def token_list(request):
     if request.method == "POST":
         form = TokenCreateForm(request.POST, user=request.user)
         if form.is_valid():
-            new_token, new_key = token_create(user=request.user, name=form.cleaned_data["name"])
+            new_token, new_key = token_create(user=request.user, name=form.cleaned_data["name"],
+                                              project=form.cleaned_data["project"],
+                                              can_write=form.cleaned_data["access"] == "write")
             form = TokenCreateForm(user=request.user)
             status = 201
         else:

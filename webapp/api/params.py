@@ -89,7 +89,7 @@ def run_filters(request) -> dict:
         raise BadParam(f"At most {MAX_CONFIG_FILTERS} 'tag' filters of at most {MAX_TAG_CHARS} characters.")
     return {
         "state": state, "tags": tags, "task": _text(request, "task"), "program": _text(request, "program"),
-        "owner": _text(request, "owner"), "q": _text(request, "q"),
+        "owner": _text(request, "owner"), "project": _text(request, "project"), "q": _text(request, "q"),
         "config": [config_filter(raw) for raw in configs],
     }
 

@@ -48,6 +48,7 @@ class RunSerializer(serializers.Serializer):
     task = serializers.CharField()
     program = serializers.CharField()
     owner = serializers.CharField()
+    project = serializers.CharField(help_text="The project it belongs to: its members read it.")
     origin = serializers.CharField(help_text=(
         "Who trains it: 'cohort' (Cohort's worker) or the trainer that logs it through the API ('trl', 'sdk')."))
     config = serializers.DictField(help_text=(
@@ -150,7 +151,12 @@ class GroupPageSerializer(_PageSerializer):
 
 
 class RunCreateSerializer(serializers.Serializer):
-    task = serializers.CharField(help_text="The task's name (or id), as the launch form lists them.")
+    task = serializers.CharField(help_text=(
+        "The task's name (or id), as the launch form lists them. A task that exists only for runs trained "
+        "elsewhere (made by the logging API, on no registered program) has nothing to train: 400."))
+    project = serializers.CharField(required=False, max_length=150, help_text=(
+        "The project to launch into, by name: one where you are a member or an admin (a viewer gets 403). "
+        "Default: a scoped token's project, else your personal project."))
     program = serializers.CharField(required=False, help_text="Default: the task's program.")
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_CHARS), required=False)
@@ -172,10 +178,13 @@ def create_responses(ok) -> dict:
     """The answers of run creation: 201 with the queued run, 400 with the form's errors by field."""
     return {
         201: ok,
-        400: OpenApiResponse(LaunchErrorSerializer, description="The body, a setting, a limit or the model "
-                                                                "allow-list refused it; nothing was queued."),
+        400: OpenApiResponse(LaunchErrorSerializer, description=(
+            "The body, a setting, a limit or the model allow-list refused it, or its task exists only for runs "
+            "trained elsewhere (nothing to train it with); nothing was queued.")),
         401: OpenApiResponse(ErrorSerializer, description="No, a malformed, unknown or revoked token."),
-        403: OpenApiResponse(ErrorSerializer, description="Signed in by session without the CSRF token."),
+        403: OpenApiResponse(ErrorSerializer, description=(
+            "A read-only token; a project where you are a viewer, or outside the token's project; or signed in "
+            "by session without the CSRF token.")),
         413: OpenApiResponse(ErrorSerializer, description="The body is over DATA_UPLOAD_MAX_MEMORY_SIZE."),
     }
 
@@ -227,7 +236,9 @@ RUN_FILTERS = [
     _text("state", "Only runs in this state.", enum=Run.State.values),
     _text("task", "The task's name."),
     _text("program", "The program's name."),
-    _text("owner", "The owner's username (staff see everyone's runs)."),
+    _text("owner", "The owner's username."),
+    _text("project", "The project's name (any case): only its runs. Without it, every project you read (a token "
+                     "scoped to a project reads that one only)."),
     _text("q", "The run's name contains this (case-insensitive)."),
     _repeated("tag", "Carries this tag (repeat for all of several).",
               {"type": "string", "maxLength": MAX_TAG_CHARS, "pattern": NO_NUL}),

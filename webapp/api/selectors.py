@@ -1,5 +1,5 @@
-"""Read-side queries of the API. Runs are reached only through `run_list_for_user` /
-`run_get_for_user`; every function runs a fixed number of queries whatever the page size
+"""Read-side queries of the API. Runs are reached only through the request's runs
+(webapp/api/scope.py `api_runs`: the user's projects, narrowed to a token's project); every function runs a fixed number of queries whatever the page size
 (rows of a page and their children are two queries, the total a third)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from django.http import Http404
 
 from webapp.api.models import ApiToken
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run
-from webapp.runs.selectors import RunSearch, run_list_for_user, runs_matching
+from webapp.runs.selectors import RunSearch, runs_matching
 from webapp.runs.texts import fill_call_texts
 
 
 def tokens_for_user(user) -> QuerySet[ApiToken]:
-    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+    return ApiToken.objects.filter(user=user).select_related("project").order_by("-created_at", "-id")
 
 
 def with_summary(runs: QuerySet[Run]) -> QuerySet[Run]:
@@ -23,12 +23,14 @@ def with_summary(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.annotate(last_reward_mean=F("last_reward"), last_eval_reward_mean=F("last_eval_reward"))
 
 
-def run_list_api(user, *, state: str = "", task: str = "", program: str = "", owner: str = "", q: str = "",
-                 tags: list[str] = (), config: list[tuple[list[str], object]] = ()) -> QuerySet[Run]:
-    """The runs `user` may see, narrowed by the API filters (empty values do not filter): each tag
-    must be one of the run's tags, and each (key path, JSON value) of `config` must equal the run's
-    config there (the runs table's search, `runs_matching`)."""
-    runs = run_list_for_user(user)
+def run_list_api(runs: QuerySet[Run], *, state: str = "", task: str = "", program: str = "", owner: str = "",
+                 project: str = "", q: str = "", tags: list[str] = (),
+                 config: list[tuple[list[str], object]] = ()) -> QuerySet[Run]:
+    """`runs` (those the request may read) narrowed by the API filters (empty values do not filter):
+    each tag must be one of the run's tags, and each (key path, JSON value) of `config` must equal the
+    run's config there (the runs table's search, `runs_matching`)."""
+    if project:
+        runs = runs.filter(project__name__iexact=project)
     if state:
         runs = runs.filter(state=state)
     if task:
@@ -43,9 +45,9 @@ def run_list_api(user, *, state: str = "", task: str = "", program: str = "", ow
     return with_summary(runs_matching(runs, search))
 
 
-def run_get_api(user, run_id) -> Run:
-    """One visible run with its summary annotations; Http404 as `run_get_for_user`."""
-    run = with_summary(run_list_for_user(user)).filter(pk=run_id).first()
+def run_get_api(runs: QuerySet[Run], run_id) -> Run:
+    """One run of `runs` (those the request may read) with its summary annotations; Http404 otherwise."""
+    run = with_summary(runs).filter(pk=run_id).first()
     if run is None:
         raise Http404("No such run.")
     return run

@@ -14,10 +14,12 @@ from webapp.api.models import PREFIX_LENGTH, ApiToken, hash_key, new_key
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def token_create(*, user, name: str) -> tuple[ApiToken, str]:
-    """A new token for `user` and its key. The key is not stored: show it now or never."""
+def token_create(*, user, name: str, project=None, can_write: bool = True) -> tuple[ApiToken, str]:
+    """A new token for `user` and its key, reaching `project` (None: every project of the user) to read,
+    or to read and write. The key is not stored: show it now or never."""
     key = new_key()
-    token = ApiToken.objects.create(user=user, name=name, key_hash=hash_key(key), prefix=key[:PREFIX_LENGTH])
+    token = ApiToken.objects.create(user=user, name=name, key_hash=hash_key(key), prefix=key[:PREFIX_LENGTH],
+                                    project=project, can_write=can_write)
     return token, key
 
 

@@ -1,7 +1,8 @@
 """The API (`/api/...`, JSON): thin DRF views that parse parameters, call a selector and present
 rows; the one write is run creation (`POST /api/runs/`, checked as the launch form checks it), and
 a finished run's adapter downloads as a zip. Authentication: a personal token (`Authorization: Bearer <key>`) or the
-browser session; anonymous requests get 401, a run the user may not see is a 404."""
+browser session; anonymous requests get 401, a run the user may not see is a 404, and what a token
+reaches is its scope (webapp/api/scope.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from webapp.api import params, present, schema, selectors
-from webapp.api.adapters import adapter_folder, zip_folder
 from webapp.api.launch import LaunchRefused, launch_form
+from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
 from webapp.runs import inspect, series
+from webapp.runs.adapters import adapter_folder, zip_folder
 from webapp.runs.params import int_param, series_keys, step_range
-from webapp.runs.selectors import run_get_for_user
 from webapp.runs.services import run_create
 
 
@@ -36,7 +37,7 @@ def run_list(request):
         return _run_create(request)
     filters = params.run_filters(request)
     offset, limit = params.page_params(request)
-    runs = selectors.run_list_api(request.user, **filters)
+    runs = selectors.run_list_api(api_runs(request), **filters)
     page = [present.run_dict(run) for run in runs[offset:offset + limit]]
     return Response(params.paginated(request, page, count=runs.count(), offset=offset, limit=limit))
 
@@ -47,10 +48,12 @@ def _run_create(request):
     except LaunchRefused as refused:
         return Response({"detail": str(refused), "errors": refused.errors}, status=400)
     cleaned = form.cleaned_data
+    project = cleaned["project"] or token_default_project(request)
+    token_project_check(request, project)
     run = run_create(owner=request.user, task=cleaned["task"], config=cleaned["config"], name=cleaned["name"],
-                     tags=cleaned["tags"], notes=cleaned["notes"])
+                     tags=cleaned["tags"], notes=cleaned["notes"], project=project)
     location = request.build_absolute_uri(reverse("api:run", args=[run.pk]))
-    return Response(present.run_dict(selectors.run_get_api(request.user, run.pk)), status=201,
+    return Response(present.run_dict(selectors.run_get_api(api_runs(request), run.pk)), status=201,
                     headers={"Location": location})
 
 
@@ -58,7 +61,7 @@ def _run_create(request):
 @api_view(["GET"])
 def run_detail(request, run_id: int):
     """`GET /api/runs/<id>/`: the run, its full config and its summary."""
-    return Response(present.run_dict(selectors.run_get_api(request.user, run_id)))
+    return Response(present.run_dict(selectors.run_get_api(api_runs(request), run_id)))
 
 
 @extend_schema(operation_id="run_metrics", parameters=schema.METRICS,
@@ -68,7 +71,7 @@ def run_metrics(request, run_id: int):
     """`GET /api/runs/<id>/metrics/?series=a,b&max_points=&from_step=&to_step=`: every stored step
     of each series (the newest attempt wins a step), or at most `max_points` per series
     (MinMaxLTTB, as the charts)."""
-    run = run_get_for_user(request.user, run_id)
+    run = api_run(request, run_id)
     keys = series_keys(request, max_series=params.MAX_SERIES)
     max_points = int_param(request, "max_points", low=params.MAX_POINTS_LOW, high=params.MAX_POINTS_HIGH,
                            blank_is_absent=False)
@@ -90,7 +93,7 @@ def _step_attempt(request, run, step: int) -> int:
 def step_rollouts(request, run_id: int, step: int):
     """`GET /api/runs/<id>/steps/<step>/rollouts/?attempt=&prompts=1&limit=&offset=`: the step's
     rollouts with their module calls (prompts only with `prompts=1`)."""
-    run = run_get_for_user(request.user, run_id)
+    run = api_run(request, run_id)
     prompts = params.flag(request, "prompts")
     offset, limit = params.page_params(request)
     attempt = _step_attempt(request, run, step)
@@ -105,7 +108,7 @@ def step_rollouts(request, run_id: int, step: int):
 def step_groups(request, run_id: int, step: int):
     """`GET /api/runs/<id>/steps/<step>/groups/?attempt=&module=&limit=&offset=`: the step's
     module-level groups with their members."""
-    run = run_get_for_user(request.user, run_id)
+    run = api_run(request, run_id)
     module = request.GET.get("module", "").strip()
     if len(module) > 100:
         raise params.BadParam("'module' must be at most 100 characters.")
@@ -125,7 +128,7 @@ def step_groups(request, run_id: int, step: int):
 def run_adapter(request, run_id: int):
     """`GET /api/runs/<id>/adapter/`: the LoRA adapter a succeeded run trained, as a zip (404 while the
     run has none: queued, running, failed or cancelled before its last step)."""
-    run = run_get_for_user(request.user, run_id)
+    run = api_run(request, run_id)
     folder = adapter_folder(run)
     if folder is None:
         raise NotFound(f"Run {run.pk} has no trained adapter ({run.state}): a run writes it when it succeeds.")

@@ -9,6 +9,8 @@ from webapp.runs.models import Run, Task
 
 class Experiment(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
+    project = models.ForeignKey("projects.Project", on_delete=models.RESTRICT, related_name="experiments",
+                                help_text="Where its runs are launched; its members see it.")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="experiments")
     name = models.CharField(max_length=200, blank=True)
     seeds = models.PositiveSmallIntegerField(help_text="Runs of each kind, one per seed.")
@@ -20,6 +22,13 @@ class Experiment(models.Model):
 
     def __str__(self):
         return self.name or f"Experiment {self.pk} ({self.task.name})"
+
+    def save(self, *args, **kwargs):
+        if self.project_id is None and self.owner_id is not None:  # as a run made without one
+            from webapp.projects.selectors import personal_project
+
+            self.project = personal_project(self.owner)
+        super().save(*args, **kwargs)
 
 
 class ExperimentRun(models.Model):

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.projects.selectors import readable_project_ids
 from webapp.runs.models import StepMetric
 
 EVAL_PREFIX = "eval/reward/"
@@ -25,11 +26,12 @@ ARMS = [
 
 
 def experiment_list_for_user(user) -> QuerySet[Experiment]:
-    """Experiments the user may see: staff every one, others their own (as runs)."""
+    """Experiments the user may see: those of the projects they read (as runs); staff every one."""
     if not user.is_authenticated:
         return Experiment.objects.none()
-    experiments = Experiment.objects.select_related("task", "owner")
-    return experiments if user.is_staff else experiments.filter(owner=user)
+    experiments = Experiment.objects.select_related("task", "owner", "project")
+    projects = readable_project_ids(user)
+    return experiments if projects is None else experiments.filter(project_id__in=projects)
 
 
 def experiment_get_for_user(user, experiment_id) -> Experiment:
@@ -41,7 +43,10 @@ def experiment_get_for_user(user, experiment_id) -> Experiment:
 
 def experiments_of(runs) -> list[Experiment]:
     """The experiments these runs belong to (the caller could see the runs, so it may see them)."""
-    return list(Experiment.objects.filter(members__run__in=list(runs)).distinct().select_related("task"))
+    runs = list(runs)
+    # Only in the runs' own projects: a run moved out of its experiment's project does not name it.
+    return list(Experiment.objects.filter(members__run__in=runs, project_id__in={r.project_id for r in runs})
+                .distinct().select_related("task"))
 
 
 @dataclass

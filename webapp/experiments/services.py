@@ -21,6 +21,7 @@ from django.db import transaction
 from trainer.config import RunConfig
 from trainer.programs import PROGRAMS, program_info
 from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.projects.selectors import personal_project
 from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.models import Run, Task
 from webapp.runs.services import run_create
@@ -50,8 +51,10 @@ def experiment_configs(config: RunConfig, seeds: int) -> list[tuple[str, int, Ru
     return runs
 
 
-def experiment_create(*, owner, task: Task, config: RunConfig, seeds: int, name: str = "") -> Experiment:
-    """Queues the experiment's 2 x `seeds` runs (all, or none: ExperimentRefused with the reason)."""
+def experiment_create(*, owner, task: Task, config: RunConfig, seeds: int, name: str = "",
+                      project=None) -> Experiment:
+    """Queues the experiment's 2 x `seeds` runs in `project` (None: the owner's personal project), all or
+    none (ExperimentRefused with the reason)."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise ExperimentRefused(f"Choose between 1 and {MAX_SEEDS} seeds.")
     if not program_info(config.program).get("optimizes_prompts"):
@@ -59,13 +62,15 @@ def experiment_create(*, owner, task: Task, config: RunConfig, seeds: int, name:
                                 "prompt optimization with weight training, which needs one.")
     planned = experiment_configs(config, seeds)
     with transaction.atomic():
-        experiment = Experiment.objects.create(owner=owner, task=task, name=name, seeds=seeds, config=config.to_dict())
+        project = project or personal_project(owner)
+        experiment = Experiment.objects.create(owner=owner, project=project, task=task, name=name, seeds=seeds,
+                                               config=config.to_dict())
         for index, (kind, seed, run_config) in enumerate(planned, start=1):
             refused = limits_check_launch(owner, run_config)  # counts the runs queued just before this one
             if refused:
                 raise ExperimentRefused(f"run {index} of {len(planned)} ({kind}, seed {seed}): {refused[0].message}")
             run = run_create(owner=owner, task=task, config=run_config, name=f"{experiment} · {kind} · seed {seed}",
-                             tags=["experiment", f"exp-{experiment.pk}"])
+                             tags=["experiment", f"exp-{experiment.pk}"], project=project)
             ExperimentRun.objects.create(experiment=experiment, run=run, kind=kind, seed=seed)
     return experiment
 

@@ -4,9 +4,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
+from webapp.runs.access import GRANT_ATTRIBUTE, NO_GRANT, LinkGrant, scrub_text
 from webapp.runs.hooks import badge_count
 from webapp.runs.messages import AlertNotice, StatusNotice, StepNotice, run_group_name
-from webapp.runs.selectors import run_get_for_user
+from webapp.runs.selectors import run_get_for_user, run_linked
 
 # Application close codes (4000-4999): the browser can tell "log in again" from "no such run".
 CLOSE_UNAUTHENTICATED = 4401
@@ -14,17 +15,29 @@ CLOSE_NOT_FOUND = 4404
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
-    """Joins `run-<id>` after checking the user may see that run, then forwards its notices."""
+    """Joins `run-<id>` after checking the user may read that run (a member of its project, or staff), or
+    that a share link this browser opened reads it, and then forwards its notices. A link holder gets no
+    alert notices (they belong to the project's members), and an anonymous link's no error paths."""
+
+    via_link = False
+    anonymous = False
 
     async def connect(self):
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        try:
-            run = await database_sync_to_async(run_get_for_user)(user, self.scope["url_route"]["kwargs"]["run_id"])
-        except Http404:
-            await self.close(code=CLOSE_NOT_FOUND)
+        run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        grant: LinkGrant = self.scope.get(GRANT_ATTRIBUTE, NO_GRANT)
+        signed_in = user is not None and user.is_authenticated
+        run = None
+        if signed_in:
+            try:
+                run = await database_sync_to_async(run_get_for_user)(user, run_id)
+            except Http404:
+                run = None
+        if run is None and run_id in grant.runs:
+            self.via_link, self.anonymous = True, run_id in grant.anonymous
+            run = await database_sync_to_async(run_linked)(run_id)
+        if run is None:
+            await self.close(code=CLOSE_NOT_FOUND if signed_in else CLOSE_UNAUTHENTICATED)
             return
         self.group_name = run_group_name(run.pk)
         await self.channel_layer.group_add(self.group_name, self.channel_name)
@@ -44,6 +57,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_status(self, event):
         notice: StatusNotice = event["notice"]
+        if self.anonymous and notice.get("error"):
+            notice = {**notice, "error": scrub_text(notice["error"])}
         await self.send_json(notice)
 
     async def run_prompts(self, event):
@@ -54,5 +69,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # watcher's own count of unseen open alerts, as the topbar shows it on the next page load
         # (counted by the alerts app, which registers its counter in webapp/runs/hooks.py).
         notice: AlertNotice = event["notice"]
+        if self.via_link:
+            return
         badge = await database_sync_to_async(badge_count)(self.scope["user"])
         await self.send_json({**notice, "badge": badge})

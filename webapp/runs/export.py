@@ -14,6 +14,7 @@ import io
 import json
 from collections.abc import Iterator
 
+from webapp.runs.access import anonymized
 from webapp.runs.models import CallText, ModuleCall, Rollout, Run, StepMetric
 from webapp.runs.retention import Retention, steps_without_rollouts
 from webapp.runs.series import metric_keys
@@ -85,9 +86,10 @@ class _TextStream:
         return self.decoded[key]
 
 
-def rollouts_jsonl(run: Run) -> Iterator[str]:
+def rollouts_jsonl(run: Run, *, anonymous: bool = False) -> Iterator[str]:
     """One JSON object per rollout, with its calls in order, in storage order (ids increase in the
-    order steps were stored). Two cursors read side by side: rollouts by id, calls by (rollout, position)."""
+    order steps were stored). Two cursors read side by side: rollouts by id, calls by (rollout, position).
+    `anonymous` (an anonymous share link): each rollout's error without paths, worker or owner names."""
     rollouts = Rollout.objects.filter(run=run).order_by("pk").values_list(*ROLLOUT_FIELDS).iterator(chunk_size=CHUNK_ROWS)
     calls = (ModuleCall.objects.filter(rollout__run=run).order_by("rollout_id", "position")
              .values_list(*CALL_FIELDS).iterator(chunk_size=CHUNK_ROWS * 10))
@@ -114,6 +116,8 @@ def rollouts_jsonl(run: Run) -> Iterator[str]:
                 own.append(call)
             pending = next(calls, None)
         rollout["calls"] = own
+        if anonymous and rollout["error"]:
+            rollout["error"] = anonymized(rollout["error"], run)
         lines.append(json.dumps(rollout, ensure_ascii=False, allow_nan=False))
         if len(lines) >= ROLLOUTS_PER_PIECE:
             yield "\n".join(lines) + "\n"

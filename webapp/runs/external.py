@@ -58,8 +58,9 @@ class ExternalLimit(Exception):
 
 def external_run_start(owner, *, client_id: str, task: str, name: str = "", config: dict | None = None,
                        tags: list[str] | None = None, notes: str = "", origin: str = "sdk",
-                       total_steps: int = 0) -> tuple[Run, bool]:
-    """The owner's run of `client_id`, created running when there is none yet: (run, created).
+                       total_steps: int = 0, project=None) -> tuple[Run, bool]:
+    """The owner's run of `client_id`, created running in `project` (None: the owner's personal project)
+    when there is none yet: (run, created).
 
     A retried create (the client never saw the first answer) gets the first run, also when the two
     race: the unique (owner, external_id) decides and the loser reads the winner's row. The active-run
@@ -75,7 +76,7 @@ def external_run_start(owner, *, client_id: str, task: str, name: str = "", conf
     try:
         with transaction.atomic():
             run = Run.objects.create(
-                owner=owner, task=_task_named(task, owner), name=name, config=dict(config or {}),
+                owner=owner, project=project, task=_task_named(task, owner), name=name, config=dict(config or {}),
                 state=Run.State.RUNNING, started_at=now, heartbeat_at=now, total_steps=total_steps,
                 tags=list(tags or []), notes=notes, origin=origin, external_id=client_id)
     except IntegrityError:
@@ -138,8 +139,8 @@ def _check_external(run: Run, what: str) -> None:
 def external_steps_log(run: Run, steps: list[dict[str, Any]]) -> dict[str, list[int]]:
     """Stores the logged steps that are not stored yet; {"stored": [...], "skipped": [...]} (step numbers).
 
-    `steps` are checked already (webapp/api/logging_input.py): each {"step", "metrics", "rollouts"}.
-    A step already stored is skipped whatever the run's state, so a retry after finishing succeeds;
+    `steps` are checked already (webapp/api/logging_input.py): each {"step", "metrics", "rollouts"}; of
+    one step number given twice, the first is stored (a retry within the post). A step already stored is skipped whatever the run's state, so a retry after finishing succeeds;
     a new step of a run that is no longer running is an ExternalConflict, and so is any step of a
     run Cohort trains. Every call marks the run alive (its heartbeat). Watchers of the run page get
     a step notice per stored step after the commit, as from the worker.
@@ -147,7 +148,7 @@ def external_steps_log(run: Run, steps: list[dict[str, Any]]) -> dict[str, list[
     _check_external(run, "logged step by step")
     numbers = [step["step"] for step in steps]
     stored = _stored_steps(run, numbers)
-    fresh = [step for step in steps if step["step"] not in stored]
+    fresh = list({step["step"]: step for step in reversed(steps) if step["step"] not in stored}.values())[::-1]
     _check_running(run, fresh)
     events = [step_event(step, attempt=run.attempt) for step in fresh]  # the costly part: before the lock
     with transaction.atomic():

@@ -8,24 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
-import shlex
 from functools import cached_property
 from typing import Any
 
 from django import forms
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
 from trainer.config import ConfigError, RunConfig, literal_choices
 from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
+from webapp.projects.models import Project, Role
+from webapp.projects.selectors import launchable_projects, projects_for_user, role_of
 from webapp.runs.catalog import unavailable_program_names
 from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.launch_widgets import program_option_attrs, reward_registry, shown_when
 from webapp.runs.model_offer import model_offer
-from webapp.runs.models import Program, Run, Task
-from webapp.runs.selectors import DEFAULT_SORT, RUN_SORTS, RunSearch, launchable_tasks
+from webapp.runs.models import Program, Task
+from webapp.runs.selectors import launchable_tasks, run_move_targets
 
 # Filled from the task, or not user-facing (the worker exports the task's dataset to these files).
 NOT_ON_FORM = {"program", "train_data", "dev_data", "corpus_data"}
@@ -109,8 +110,6 @@ class RewardsField(forms.CharField):
 TAG = re.compile(r"[a-z0-9][a-z0-9._-]*")
 MAX_TAGS = 20
 MAX_TAG_CHARS = 40
-CONFIG_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_-]+)*")
-CONFIG_KEY_ALIASES = {"lr": "learning_rate"}  # what W&B users type
 
 
 class TagsField(forms.CharField):
@@ -199,6 +198,9 @@ class RunLaunchForm(forms.Form):
     program = forms.ModelChoiceField(queryset=Program.objects.filter(is_active=True), to_field_name="name",
                                      empty_label=None, widget=ProgramSelect,
                                      help_text="The LM program whose modules are trained.")
+    project = forms.ModelChoiceField(
+        required=False, queryset=Project.objects.none(), empty_label=None,
+        help_text="Who sees the run: the project's members. Your personal project is yours alone.")
     name = forms.CharField(required=False, max_length=200, help_text="Optional label shown in the runs list.")
     tags = TagsField()
     notes = forms.CharField(required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 2}),
@@ -207,6 +209,10 @@ class RunLaunchForm(forms.Form):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user  # whose launch limits apply (webapp.limits); None: no limit check
+        if user is not None:
+            # Posted: every project the user reads, so a viewer's choice is answered 403 with the reason (not
+            # "not one of the choices"). Shown: only those they may launch into.
+            self.fields["project"].queryset = projects_for_user(user) if self.is_bound else launchable_projects(user)
         # Unavailable plugin programs are listed (disabled, with their error), never launched.
         unavailable = {name: program_error(name) for name in unavailable_program_names()}
         program = self.fields["program"]
@@ -238,7 +244,7 @@ class RunLaunchForm(forms.Form):
         """(title, bound fields, open) in form order, for the template's foldable fieldsets: the groups
         of OPEN_GROUPS are open, the advanced ones folded unless one of their fields has an error."""
         groups: dict[str, list[forms.BoundField]] = {
-            "task": [self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
+            "task": [self["project"], self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
         for f in CONFIG_FIELDS:
             bound = self[f.name]
             bound.shown_when = shown_when(f.name)  # the wrapper's data-shown-when (launch-form.js)
@@ -246,6 +252,15 @@ class RunLaunchForm(forms.Form):
         order = list(GROUP_TITLES)
         return [(GROUP_TITLES.get(g, g), fields, g in OPEN_GROUPS or any(f.errors for f in fields))
                 for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]
+
+    def clean_project(self):
+        """The project to launch into (empty: the user's personal project). A viewer may not launch: the
+        request is refused with a 403 that says so, before anything else is checked."""
+        project = self.cleaned_data.get("project")
+        if project is not None and self.user is not None and role_of(self.user, project.pk) == Role.VIEWER:
+            raise PermissionDenied(f"You are a viewer of project {project.name}: viewers read its runs and launch "
+                                   "none. Ask one of its admins to make you a member.")
+        return project
 
     def clean(self):
         cleaned = super().clean()
@@ -299,95 +314,17 @@ class RunLaunchForm(forms.Form):
 
 
 class RunDetailsForm(forms.Form):
-    """What a user may change on a run at any time: its name, tags and notes."""
+    """What a user may change on a run at any time: its name, tags and notes, and its project (a run
+    moves where its owner is a member, and so is whoever moves it). Without `project` in the data (the
+    runs table's row editor) the run stays where it is."""
 
     name = forms.CharField(required=False, max_length=200)
     tags = TagsField()
     notes = forms.CharField(required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}))
+    project = forms.ModelChoiceField(required=False, queryset=Project.objects.none(), empty_label=None,
+                                     help_text="Move the run: to a project where its owner and you are members.")
 
-
-def parse_search(text: str) -> RunSearch:
-    """The runs table's search box, terms separated by spaces (quote a term holding spaces):
-
-    - `tag:baseline`: a tag equals it;
-    - `estimator=gdpo`, `learning_rate=1e-5`, `rewards.0.name=f1`: the config value at that key
-      path equals it (numbers, true/false and null compare as JSON values, anything else as text);
-    - anything else: the name contains it, or a tag does.
-    """
-    try:
-        terms = shlex.split(text)
-    except ValueError:
-        raise forms.ValidationError("A quote is not closed: write \"two words\" or 'two words'.") from None
-    texts, tags, config = [], [], []
-    known = {f.name for f in dataclasses.fields(RunConfig)}
-    for term in terms:
-        if term.lower().startswith("tag:"):
-            tag = term[4:].lower()
-            if not tag:
-                raise forms.ValidationError("'tag:' needs a tag after it, e.g. tag:baseline.")
-            tags.append(tag)
-        elif "=" in term:
-            key, _, raw = term.partition("=")
-            if not CONFIG_KEY.fullmatch(key) or "__" in key:
-                raise forms.ValidationError(f"{key!r} is not a config key: write key=value, e.g. estimator=gdpo.")
-            path = key.split(".")
-            path[0] = CONFIG_KEY_ALIASES.get(path[0], path[0])
-            if path[0] not in known:
-                raise forms.ValidationError(
-                    f"Unknown config key {key!r}: use a launch form field name, e.g. strategy, estimator, "
-                    f"learning_rate, group_size, model.")
-            config.append((tuple(path), _json_value(raw)))
-        else:
-            texts.append(term)
-    return RunSearch(text=tuple(texts), tags=tuple(tags), config=tuple(config))
-
-
-def _json_value(raw: str) -> Any:
-    """A number, true, false or null as its JSON value; any other text as a string."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    if value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
-        return value
-    return raw
-
-
-class RunFilterForm(forms.Form):
-    """The runs table's filters, search, sort and page (GET). An unknown value is a 400 with the
-    reason, not an empty page."""
-
-    state = forms.ChoiceField(required=False, choices=[("", "any state"), *Run.State.choices])
-    task = forms.ModelChoiceField(required=False, queryset=Task.objects.all(), to_field_name="name",
-                                  empty_label="any task")
-    program = forms.ModelChoiceField(required=False, queryset=Program.objects.all(), to_field_name="name",
-                                     empty_label="any program")
-    owner = forms.CharField(required=False, max_length=150)
-    q = forms.CharField(required=False, max_length=500, label="Search")
-    archived = forms.BooleanField(required=False, label="Show archived")
-    sort = forms.CharField(required=False, max_length=40)
-    page = forms.IntegerField(required=False, min_value=1)
-
-    def clean_q(self):
-        return self.cleaned_data["q"].strip()
-
-    def clean_sort(self):
-        sort = self.cleaned_data["sort"] or DEFAULT_SORT
-        if sort.removeprefix("-") not in RUN_SORTS:
-            raise forms.ValidationError(f"Cannot sort by {sort!r}: choose one of {', '.join(RUN_SORTS)} "
-                                        f"(prefix - for descending).")
-        return sort
-
-    def clean(self):
-        cleaned = super().clean()
-        if "q" in cleaned:
-            try:
-                cleaned["search"] = parse_search(cleaned["q"])
-            except forms.ValidationError as exc:
-                self.add_error("q", exc)
-        return cleaned
-
-    def selector_kwargs(self) -> dict[str, Any]:
-        """The arguments of `run_list_filtered` (after is_valid())."""
-        names = ("state", "task", "program", "owner", "search", "archived", "sort")
-        return {name: self.cleaned_data[name] for name in names}
+    def __init__(self, *args, user=None, run=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if user is not None and run is not None:
+            self.fields["project"].queryset = run_move_targets(user, run)

@@ -7,18 +7,19 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from webapp.runs import history
+from webapp.runs.access import link_readable, run_read
 from webapp.runs.params import BadParam, int_param
 from webapp.runs.present import example_history_url
-from webapp.runs.selectors import run_get_for_user
 
 EXAMPLE_ID_MAX = 200  # Rollout.example_id's max_length: a longer id cannot be stored
 
 
 @require_GET
+@link_readable
 def example_history(request, run_id: int, example_id: str | None = None):
     """`/runs/<id>/examples/<example_id>/` (or `/runs/<id>/examples/?example=`), `?before=<step>`
     for older visits: a chart of the reward spread and group statistics per visit, and the table."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     if example_id is None:
         example_id = request.GET.get("example")
     try:

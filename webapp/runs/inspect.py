@@ -127,6 +127,18 @@ class Grid:
     errors: list[RolloutError] = field(default_factory=list)  # rollouts whose program or reward raised
 
 
+def grid_hide(grid: Grid, hide) -> Grid:
+    """The grid with every rollout's error passed through `hide` (an anonymous share link's reader sees
+    the tracebacks without paths or names)."""
+    rollouts = [row.rollout for row in grid.rows] + [b.rollout for t in grid.trees for b in t.branches]
+    rollouts += [t.root for t in grid.trees]
+    for rollout in rollouts:
+        if rollout.error:
+            rollout.error = hide(rollout.error)
+    grid.errors = [RolloutError(e.index, hide(e.headline), hide(e.details)) for e in grid.errors]
+    return grid
+
+
 def slot_label(slot: Slot) -> str:
     return f"{slot[0]}#{slot[1]}"
 

@@ -126,6 +126,10 @@ class Run(models.Model):
     ORIGIN_LABELS = {"trl": "TRL", "sdk": "SDK"}  # how a known trainer's name is shown (a badge)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    # RESTRICT: a project with runs is not deleted, but deleting a user takes their personal project
+    # together with its runs (their owner's cascade deletes them in the same operation).
+    project = models.ForeignKey("projects.Project", on_delete=models.RESTRICT, related_name="runs",
+                                help_text="Who sees the run: the project's members (DESIGN.md \"A lab's runs\").")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     name = models.CharField(max_length=200, blank=True)
     config = models.JSONField(help_text="The validated trainer.config.RunConfig, as JSON; for a run trained "
@@ -164,6 +168,8 @@ class Run(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
+            # The runs table of one project, newest first (the project switcher, `project:NAME`).
+            models.Index(fields=["project", "-created_at", "-id"], name="run_project_created"),
             models.Index(fields=["state", "heartbeat_at"], name="run_state_heartbeat"),
             # The runs table's orders (selectors.run_ordering), so a page of 50 is read in index order
             # instead of sorting every visible run; the id breaks ties. Reward columns sorted high to
@@ -180,6 +186,15 @@ class Run(models.Model):
 
     def __str__(self):
         return self.name or f"run {self.pk}"
+
+    def save(self, *args, **kwargs):
+        # A run made without a project (a script, a test, an old caller) lands in its owner's personal
+        # project, where every run lived before projects existed.
+        if self.project_id is None and self.owner_id is not None:
+            from webapp.projects.services import personal_project_ensure
+
+            self.project = personal_project_ensure(self.owner)
+        super().save(*args, **kwargs)
 
     @classmethod
     def check_transition(cls, source: str, target: str) -> None:

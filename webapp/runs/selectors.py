@@ -12,15 +12,35 @@ from django.db.models.functions import Coalesce, Now
 from django.http import Http404
 
 from webapp.json_keys import json_path
+from webapp.projects.models import Membership, Project, Role
+from webapp.projects.selectors import readable_project_ids
 from webapp.runs.models import EXTERNAL_PROGRAM, Run, StepMetric, Task
 
 
 def run_list_for_user(user) -> QuerySet[Run]:
-    """Runs the user may see: staff see every run, others their own; anonymous users none."""
+    """Runs the user may read: those of the projects they are a member of (any role); staff every run;
+    anonymous users none. (A share link reads through webapp/runs/access.py `run_read`.)"""
     if not user.is_authenticated:
         return Run.objects.none()
-    runs = Run.objects.select_related("task", "task__program", "owner")
-    return runs if user.is_staff else runs.filter(owner=user)
+    runs = Run.objects.select_related("task", "task__program", "owner", "project")
+    projects = readable_project_ids(user)
+    return runs if projects is None else runs.filter(project_id__in=projects)
+
+
+def run_linked(run_id: int) -> Run | None:
+    """The run a share link names (the link was checked by webapp/sharing), with what its pages read."""
+    return Run.objects.select_related("task", "task__program", "owner", "project").filter(pk=run_id).first()
+
+
+def run_move_targets(user, run: Run) -> QuerySet:
+    """The projects `run` may move to by `user`'s hand: where its owner is at least a member, and so is
+    `user` (staff: wherever the owner is); its own project among them."""
+    writers = [Role.MEMBER, Role.ADMIN]
+    owners = Membership.objects.filter(user_id=run.owner_id, role__in=writers).values("project_id")
+    targets = Project.objects.filter(pk__in=owners)
+    if not user.is_staff:
+        targets = targets.filter(pk__in=Membership.objects.filter(user_id=user.pk, role__in=writers).values("project_id"))
+    return (targets | Project.objects.filter(pk=run.project_id)).distinct().order_by("name")
 
 
 def launchable_tasks() -> QuerySet[Task]:
@@ -65,7 +85,7 @@ TABLE_FIELDS = (
     "id", "name", "state", "current_step", "total_steps", "best_reward", "last_reward", "last_eval_reward",
     "tags", "notes", "archived_at", "gpus", "storage_bytes", "origin", "created_at", "started_at", "finished_at",
     "task__name", "task__title",
-    "task__program__name", "task__program__title", "owner__username",
+    "task__program__name", "task__program__title", "owner__username", "project__name", "project__personal_of_id",
 )
 
 
@@ -76,10 +96,11 @@ class RunSearch:
     text: tuple[str, ...] = ()  # a run's name contains it, or one of its tags does
     tags: tuple[str, ...] = ()  # a tag equals it
     config: tuple[tuple[tuple[str, ...], Any], ...] = ()  # (key path, JSON value) equals the config's
+    projects: tuple[str, ...] = ()  # the run's project is one of these (names, any case)
 
 
-def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: str = "", q: str = "",
-                      search: RunSearch | None = None, archived: bool = False, sort: str = DEFAULT_SORT,
+def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: str = "", project: str = "",
+                      q: str = "", search: RunSearch | None = None, archived: bool = False, sort: str = DEFAULT_SORT,
                       **_ignored) -> QuerySet[Run]:
     """`run_list_for_user` narrowed by the runs table's filters (empty values do not filter), in
     `sort` order, as table rows: strategy and estimator annotated, the config itself not loaded.
@@ -98,6 +119,8 @@ def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: 
         runs = runs.filter(task__program=program)
     if owner:
         runs = runs.filter(owner__username=owner)
+    if project:
+        runs = runs.filter(project__name__iexact=project)
     if search is None and q:
         search = RunSearch(text=(q,))
     if search is not None:
@@ -131,7 +154,13 @@ def run_ordering(sort: str) -> list[OrderBy]:
 
 
 def runs_matching(runs: QuerySet[Run], search: RunSearch) -> QuerySet[Run]:
-    """`runs` narrowed to those matching every part of `search` (the runs table and the API)."""
+    """`runs` narrowed to those matching every part of `search` (the runs table and the API); several
+    `project:` terms mean any of those projects."""
+    if search.projects:
+        in_any = Q()
+        for name in search.projects:
+            in_any |= Q(project__name__iexact=name)
+        runs = runs.filter(in_any)
     for text in search.text:
         # Tags are slugs, so a slug-like text can only match inside one tag of the stored JSON text.
         matches = Q(name__icontains=text)

@@ -40,10 +40,11 @@ def _enqueue_training(run: Run) -> None:
 
 
 def run_create(*, owner, task: Task, config: RunConfig, name: str = "", tags: list[str] | None = None,
-               notes: str = "") -> Run:
-    """A queued run of `task` with a validated config; training is enqueued after commit."""
+               notes: str = "", project=None) -> Run:
+    """A queued run of `task` with a validated config, in `project` (None: the owner's personal
+    project; the caller checked the owner may launch there); training is enqueued after commit."""
     with transaction.atomic():
-        run = Run.objects.create(owner=owner, task=task, name=name, config=config.to_dict(),
+        run = Run.objects.create(owner=owner, project=project, task=task, name=name, config=config.to_dict(),
                                  total_steps=config.steps, state=Run.State.QUEUED, tags=list(tags or []), notes=notes)
         _enqueue_training(run)
     return run
@@ -147,6 +148,16 @@ def run_update_details(run: Run, *, name: str, tags: list[str], notes: str) -> R
     """Name, tags and notes: the labels a user may change at any time, whatever the run's state."""
     Run.objects.filter(pk=run.pk).update(name=name, tags=list(tags), notes=notes)
     run.name, run.tags, run.notes = name, list(tags), notes
+    return run
+
+
+def run_move(run: Run, project) -> Run:
+    """Moves the run, with its alert rules, to `project` (the caller checked that its owner and the
+    mover are members there). Its experiment, if any, stays where it is: it links its runs by id."""
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(project=project)
+        run.alert_rules.update(project=project)
+    run.project = project
     return run
 
 

@@ -1,7 +1,9 @@
 """The runs table and what is done to runs from it: edit labels, archive, delete.
 
-Views parse input with a form, call a selector or a service, render. Every POST is owner or staff
-only through `run_get_for_user` / `run_list_for_user` (a stranger's run is a 404).
+Views parse input with a form, call a selector or a service, render. A run is found through
+`run_get_for_user` / `run_list_for_user` (a run of a project the user is not in is a 404), and changed
+only by whoever `run_change_check` allows (its owner while a member, a project admin, staff: a viewer
+gets a 403 that says why).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from webapp.runs.forms import RunDetailsForm, RunFilterForm
+from webapp.projects.selectors import projects_for_user
+from webapp.runs.access import run_change_check, runs_change_check
+from webapp.runs.forms import RunDetailsForm
 from webapp.runs.models import Run
 from webapp.runs.retention import storage_label
 from webapp.runs.selectors import DEFAULT_SORT, run_get_for_user, run_list_filtered, run_list_for_user
-from webapp.runs.services import RunsActive, run_update_details, runs_delete, runs_set_archived
+from webapp.runs.services import RunsActive, run_move, run_update_details, runs_delete, runs_set_archived
+from webapp.runs.table_forms import RunFilterForm
 
 PAGE_SIZE = 50
 MAX_SELECTED = 200
@@ -40,8 +45,16 @@ ACTIONS = {
 def run_list(request):
     """`/` and `/runs/`: the runs table, 50 rows a page."""
     filters = RunFilterForm(request.GET)
+    projects = list(projects_for_user(request.user))
     if not filters.is_valid():
-        return render(request, "runs/list.html", {"filters": filters, "runs": [], "headers": {}}, status=400)
+        return render(request, "runs/list.html", {"filters": filters, "runs": [], "headers": {}, "projects": projects},
+                      status=400)
+    wanted = filters.cleaned_data["project"]
+    project = next((p for p in projects if p.name.lower() == wanted.lower()), None) if wanted else None
+    if wanted and project is None:  # a project the user is not in is as absent as a missing one
+        filters.add_error("project", f"No project {wanted!r} of yours: choose one of the list.")
+        return render(request, "runs/list.html", {"filters": filters, "runs": [], "headers": {}, "projects": projects},
+                      status=404)
     runs = run_list_filtered(request.user, **filters.selector_kwargs())
     page = Paginator(runs, PAGE_SIZE).get_page(filters.cleaned_data["page"] or 1)
     rows = list(page.object_list)
@@ -53,7 +66,8 @@ def run_list(request):
         run.storage_text = storage_label(run.storage_bytes)
     return render(request, "runs/list.html", {
         "filters": filters, "runs": rows, "page": page, "headers": sort_headers(filters.cleaned_data["sort"]),
-        "sorted_by": filters.cleaned_data["sort"], "here": request.get_full_path(),
+        "sorted_by": filters.cleaned_data["sort"], "here": request.get_full_path(), "projects": projects,
+        "project": project,
         "here_quoted": quote(request.get_full_path(), safe=""),
     })
 
@@ -112,19 +126,26 @@ def _next_url(request, fallback: str) -> str:
 def run_edit(request, run_id: int):
     """Name, tags and notes of a run, in any state. Errors are shown beside their fields."""
     run = run_get_for_user(request.user, run_id)
+    run_change_check(request.user, run)
     detail = reverse("runs:detail", args=[run.pk])
     if request.method == "POST":
-        form = RunDetailsForm(request.POST)
+        form = RunDetailsForm(request.POST, user=request.user, run=run)
         if form.is_valid():
+            moved_to = form.cleaned_data.pop("project")
             run_update_details(run, **form.cleaned_data)
-            messages.success(request, f"Saved the name, tags and notes of {run}.")
+            if moved_to is not None and moved_to.pk != run.project_id:
+                run_move(run, moved_to)
+                messages.success(request, f"Saved {run}: it is now in project {moved_to.name}.")
+            else:
+                messages.success(request, f"Saved the name, tags and notes of {run}.")
             return redirect(_next_url(request, detail))
         status = 400
     else:
-        form = RunDetailsForm(initial={"name": run.name, "tags": run.tags, "notes": run.notes})
+        form = RunDetailsForm(initial={"name": run.name, "tags": run.tags, "notes": run.notes,
+                                       "project": run.project_id}, user=request.user, run=run)
         status = 200
-    return render(request, "runs/edit.html", {"run": run, "form": form, "next": _next_url(request, detail)},
-                  status=status)
+    return render(request, "runs/edit.html", {"run": run, "form": form, "next": _next_url(request, detail),
+                                              "move_choices": list(form.fields["project"].queryset)}, status=status)
 
 
 @require_POST
@@ -139,6 +160,7 @@ def run_unarchive_view(request, run_id: int):
 
 def _set_archived(request, run_id: int, archived: bool):
     run = run_get_for_user(request.user, run_id)
+    run_change_check(request.user, run)
     runs_set_archived([run], archived)
     messages.success(request, f"{run} is {'archived' if archived else 'back in the runs table'}.")
     return redirect(_next_url(request, reverse("runs:detail", args=[run.pk])))
@@ -164,6 +186,7 @@ def runs_action(request):
     chosen = list(run_list_for_user(request.user).filter(pk__in=ids).order_by("-created_at", "-id"))
     if len(chosen) != len(ids):
         raise Http404("No such run.")  # a stranger's run is as absent as a missing one
+    runs_change_check(request.user, chosen)  # a viewer, or a member and another's run: 403, nothing done
     if request.method == "POST":
         return _do_action(request, action, chosen)
     return _confirm_page(request, action, chosen)

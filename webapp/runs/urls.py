@@ -21,6 +21,7 @@ urlpatterns = [
     path("runs/<int:run_id>/calls/<int:call_id>/prompt", views.run_call_prompt, name="call_prompt"),
     path("runs/<int:run_id>/export/metrics.csv", views.run_export_metrics, name="export_metrics"),
     path("runs/<int:run_id>/export/rollouts.jsonl", views.run_export_rollouts, name="export_rollouts"),
+    path("runs/<int:run_id>/adapter.zip", views.run_adapter_download, name="adapter"),
     path("runs/compare", views.run_compare, name="compare"),
     path("runs/actions", table_views.runs_action, name="actions"),
     path("runs/<int:run_id>/edit", table_views.run_edit, name="edit"),

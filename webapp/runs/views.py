@@ -1,12 +1,24 @@
 """Run pages and endpoints: parse input, call a selector or service, render."""
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.contrib.auth.views import redirect_to_login
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from webapp.projects.selectors import launchable_projects, personal_project
 from webapp.runs import divergence, export, groups, inspect, present, series
+from webapp.runs.access import (
+    anonymized,
+    link_grant,
+    link_readable,
+    run_change_check,
+    run_read,
+    runs_readable,
+    scrub_text,
+)
+from webapp.runs.adapters import adapter_folder, zip_folder
 from webapp.runs.forms import RunLaunchForm
 from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
 from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
@@ -14,7 +26,7 @@ from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam, series_keys, step_range
 from webapp.runs.params import int_param as _int_param
 from webapp.runs.retention import rollouts_dropped
-from webapp.runs.selectors import launchable_tasks, run_get_for_user, run_list_for_user, step_metrics_after
+from webapp.runs.selectors import launchable_tasks, run_list_for_user, run_move_targets, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 from webapp.runs.texts import fill_call_texts
 
@@ -47,7 +59,7 @@ def run_new(request):
         if form.is_valid():
             run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
                              name=form.cleaned_data["name"], tags=form.cleaned_data["tags"],
-                             notes=form.cleaned_data["notes"])
+                             notes=form.cleaned_data["notes"], project=form.cleaned_data["project"])
             messages.success(request, f"Run {run.pk} is queued.", extra_tags="run-queued")
             return redirect("runs:detail", run_id=run.pk)
         return _render_launch(request, form, status=400)
@@ -61,8 +73,15 @@ def run_new(request):
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect(f"{reverse('runs:new')}?task={task.pk}")
-    initial.update(task=task, program=task.program.name)
+    initial.update(task=task, program=task.program.name, project=_launch_project(request))
     return _render_launch(request, RunLaunchForm(initial=initial, user=request.user), preset=preset, model=model)
+
+
+def _launch_project(request):
+    """The project the form starts on: `?project=NAME` where the user may launch, else their personal one."""
+    wanted = request.GET.get("project", "")
+    project = launchable_projects(request.user).filter(name__iexact=wanted).first() if wanted else None
+    return project or personal_project(request.user)
 
 
 def _task_from_query(request) -> Task | None:
@@ -87,9 +106,10 @@ def _render_launch(request, form, *, status: int = 200, preset: str | None = Non
 
 
 @require_GET
+@link_readable
 def run_detail(request, run_id: int):
-    run = run_get_for_user(request.user, run_id)
-    return render(request, "runs/detail.html", _detail_context(run))
+    run = run_read(request, run_id)
+    return render(request, "runs/detail.html", _detail_context(run, request.user))
 
 
 # The run page's chart sections, in page order: (key, title, what it answers). Which chart goes in
@@ -104,7 +124,7 @@ CHART_SECTIONS = (
 )
 
 
-def _detail_context(run) -> dict:
+def _detail_context(run, user) -> dict:
     live = {
         "run": run.pk, "state": run.state, "attempt": run.attempt,
         "metrics_url": reverse("runs:metrics", args=[run.pk]), "socket_path": f"/ws/runs/{run.pk}/",
@@ -118,7 +138,8 @@ def _detail_context(run) -> dict:
     # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
     return {"run": run, "live": live, "prompt_phase": prompt_phase, "chart_sections": CHART_SECTIONS,
-            **run_page_extras([run])}  # e.g. the experiments it belongs to (webapp/experiments)
+            "move_choices": list(run_move_targets(user, run)) if run.access.can_change else [],
+            **(run_page_extras([run]) if run.access.signed_in_reader else {})}  # e.g. its experiments
 
 
 @require_POST
@@ -132,12 +153,13 @@ def run_resume_view(request, run_id: int):
 
 
 def _transition(request, run_id, service, done_message: str):
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
+    run_change_check(request.user, run)
     try:
         service(run)
     except InvalidTransition as exc:
         messages.error(request, f"Not possible now: {exc}")
-        return render(request, "runs/detail.html", _detail_context(run), status=409)
+        return render(request, "runs/detail.html", _detail_context(run, request.user), status=409)
     messages.success(request, done_message)
     return redirect("runs:detail", run_id=run.pk)
 
@@ -146,13 +168,14 @@ SERIES_PARAMS = ("series", "max_points", "from_step", "to_step")
 
 
 @require_GET
+@link_readable
 def run_metrics(request, run_id: int):
     """`GET /runs/<id>/metrics.json?after=<seq>`: the stored step metrics after a seq.
 
     With any of `series=a,b`, `max_points=`, `from_step=`, `to_step=` it answers per series instead
     (see `_metric_series`): the long-run overview and the zoom re-query of the live page.
     """
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     if any(name in request.GET for name in SERIES_PARAMS):
         if "after" in request.GET:
             return _bad(request, "'after' pages the raw points; it cannot be combined with series parameters.",
@@ -205,9 +228,10 @@ def _metric_series(request, run):
 
 
 @require_GET
+@link_readable
 def run_heatmap(request, run_id: int):
     """`GET /runs/<id>/heatmap.json?family=group_var|zero_var_share&max_columns=`: modules x steps."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     family = request.GET.get("family", "group_var")
     if family not in series.HEATMAP_FAMILIES:
         return _bad(request, f"'family' must be one of {sorted(series.HEATMAP_FAMILIES)}, not {family!r}.",
@@ -220,9 +244,10 @@ def run_heatmap(request, run_id: int):
 
 
 @require_GET
+@link_readable
 def run_step(request, run_id: int, step: int):
     """One step: its metrics, its examples (links to the trajectory inspector) and its groups."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     try:
         attempt = _int_param(request, "attempt", low=1)
         offset = _int_param(request, "offset", default=0)
@@ -242,9 +267,10 @@ def run_step(request, run_id: int, step: int):
 
 
 @require_GET
+@link_readable
 def run_trajectories(request, run_id: int, step: int):
     """The trajectory inspector: `?example=<id>` of a step, rollouts side by side, calls aligned."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     example_id = request.GET.get("example", "")
     try:
         if not example_id:
@@ -256,6 +282,8 @@ def run_trajectories(request, run_id: int, step: int):
     if dropped:  # 410: the text existed and was removed on purpose; the message says by which setting
         return render(request, "runs/dropped.html", {"run": run, "step": step, "message": dropped}, status=410)
     grid = inspect.trajectory_grid(run, step, example_id, attempt=attempt)
+    if run.access.anonymous:
+        grid = inspect.grid_hide(grid, lambda text: anonymized(text, run))
     parting = divergence.grid_divergence(grid)  # where the best and the worst rollout part
     return render(request, "runs/trajectories.html", {
         "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk, parting), "divergence": parting,
@@ -268,9 +296,10 @@ def run_trajectories(request, run_id: int, step: int):
 
 
 @require_GET
+@link_readable
 def run_group(request, run_id: int, group_id: int):
     """The group inspector: members, reward components, used / GRPO / GDPO advantages side by side."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     view = groups.group_detail(run, group_id)
     chart = {
         "labels": [f"#{m.member.position} r{m.member.call.rollout.index}" for m in view.members],
@@ -282,9 +311,10 @@ def run_group(request, run_id: int, group_id: int):
 
 
 @require_GET
+@link_readable
 def run_call_prompt(request, run_id: int, call_id: int):
     """A module call's prompt, as plain text (the inspector loads prompts on demand)."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     call = ModuleCall.objects.filter(pk=call_id, rollout__run=run).defer("messages").first()
     if call is not None:
         fill_call_texts([call])
@@ -295,10 +325,12 @@ def run_call_prompt(request, run_id: int, call_id: int):
 
 
 @require_GET
+@link_readable
 def run_compare(request):
     """Overlay chosen metrics of several runs (`?runs=1&runs=2&metrics=reward/mean`), with the
-    settings in which their configs differ."""
-    visible = run_list_for_user(request.user)
+    settings in which their configs differ. Runs of several projects side by side when the user reads
+    them all; a compare link's holder chooses among the link's runs."""
+    visible = runs_readable(request)
     raw_ids = request.GET.getlist("runs")
     try:
         ids = list(dict.fromkeys(int(i) for i in raw_ids))
@@ -308,8 +340,14 @@ def run_compare(request):
         return _bad(request, f"Compare at most {COMPARE_MAX_RUNS} runs at once.")
     chosen = list(visible.filter(pk__in=ids)) if ids else []
     if len(chosen) != len(ids):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())  # as for any run no link of it opens
         raise Http404("No such run.")  # a stranger's run is as absent as a missing one
     chosen.sort(key=lambda r: ids.index(r.pk))
+    grant = link_grant(request)
+    as_member = set(run_list_for_user(request.user).filter(pk__in=ids).values_list("pk", flat=True))
+    # Read through anonymous links only: the page names no owner and shows no path.
+    anonymous = any(r.pk in grant.anonymous and r.pk not in as_member for r in chosen)
     keys = series.metric_keys(chosen)
     wanted = [k for k in request.GET.getlist("metrics") if k] or [k for k in ("reward/mean",) if k in keys]
     if len(wanted) > COMPARE_MAX_METRICS:
@@ -319,25 +357,45 @@ def run_compare(request):
         "runs": [{"id": r.pk, "name": str(r), "step_url": reverse("runs:step", args=[r.pk, 0])} for r in chosen],
         "metrics": [{"key": k, "traces": {str(rid): t for rid, t in traces.get(k, {}).items()}} for k in wanted],
     }
+    differences = series.config_differences(chosen)
+    if anonymous:
+        differences = [(name, [scrub_text(str(v)) for v in values]) for name, values in differences]
+    signed_in = all(r.pk in as_member for r in chosen)
     return render(request, "runs/compare.html", {
         "chosen": chosen, "choices": list(visible[:RUNS_PAGE_LIMIT]), "keys": keys, "wanted": wanted,
-        "differences": series.config_differences(chosen), "payload": payload,
-        **run_page_extras(chosen),
+        "differences": differences, "payload": payload, "signed_in_reader": signed_in,
+        **(run_page_extras(chosen) if signed_in else {}),
     })
 
 
+
 @require_GET
+@link_readable
 def run_export_metrics(request, run_id: int):
     """Every stored step's metrics as CSV, streamed."""
-    run = run_get_for_user(request.user, run_id)
+    run = run_read(request, run_id)
     return _download(export.metrics_csv(run), "text/csv; charset=utf-8", f"run-{run.pk}-metrics.csv")
 
 
 @require_GET
+@link_readable
 def run_export_rollouts(request, run_id: int):
-    """Every rollout with its module calls as JSON Lines, streamed."""
-    run = run_get_for_user(request.user, run_id)
-    return _download(export.rollouts_jsonl(run), "application/x-ndjson; charset=utf-8", f"run-{run.pk}-rollouts.jsonl")
+    """Every rollout with its module calls as JSON Lines, streamed (an anonymous link's without paths)."""
+    run = run_read(request, run_id)
+    return _download(export.rollouts_jsonl(run, anonymous=run.access.anonymous), "application/x-ndjson; charset=utf-8", f"run-{run.pk}-rollouts.jsonl")
+
+
+@require_GET
+@link_readable
+def run_adapter_download(request, run_id: int):
+    """The run's trained LoRA adapter as a zip, for its readers, and for a share link made with the
+    adapter box ticked (404 otherwise, and while the run has none)."""
+    run = run_read(request, run_id)
+    folder = adapter_folder(run) if run.access.adapter else None
+    if folder is None:
+        raise Http404("No trained adapter to download here.")
+    return FileResponse(zip_folder(folder), as_attachment=True, filename=f"run-{run.pk}-adapter.zip",
+                        content_type="application/zip")
 
 
 def _download(chunks, content_type: str, filename: str) -> StreamingHttpResponse:

@@ -1,4 +1,5 @@
-"""What the queue page shows of a queued run: its size, the GPU it needs, and who may act on it."""
+"""What the queue page shows of a queued run: its size, the GPU it needs, and who may act on it; and
+which running runs the user may open."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dataclasses import dataclass
 
 from trainer.config import RunConfig
 from webapp.limits.services import run_token_budget
+from webapp.projects.selectors import role_in, roles_of
+from webapp.runs.access import can_change
 from webapp.runs.models import Run
 
 
@@ -17,8 +20,8 @@ class QueuedRow:
     min_gpu_memory_gb: float | None
     processes: int  # num_processes: one GPU each
     waits_for: str  # why it cannot start on any reported worker, or ""
-    visible: bool  # the user may open the run (own run, or staff)
-    can_cancel: bool
+    visible: bool  # the user may open the run (a member of its project, or staff)
+    can_cancel: bool  # its owner while a member, an admin of its project, or staff
 
     @property
     def tokens_label(self) -> str:
@@ -34,6 +37,7 @@ class QueuedRow:
 def queued_rows(order: list[tuple[int, Run]], user, largest_gpu_gb: float | None,
                 most_gpus: int = 0) -> list[QueuedRow]:
     """`largest_gpu_gb` / `most_gpus`: the largest GPU and the most GPUs any reported worker has."""
+    roles = roles_of(user)
     rows = []
     for position, run in order:
         try:  # a run trained elsewhere is never queued; its free-form config would be refused here
@@ -47,6 +51,15 @@ def queued_rows(order: list[tuple[int, Run]], user, largest_gpu_gb: float | None
                          f"{'no GPU' if largest_gpu_gb is None else f'{largest_gpu_gb:g} GB'}")
         elif most_gpus and processes > most_gpus:
             waits_for = f"needs a worker with {processes} GPUs; the largest has {most_gpus}"
-        mine = user.is_staff or run.owner_id == user.pk
-        rows.append(QueuedRow(position, run, tokens, need, processes, waits_for, visible=mine, can_cancel=mine))
+        role = role_in(roles, run.project_id)
+        rows.append(QueuedRow(position, run, tokens, need, processes, waits_for, visible=role is not None,
+                              can_cancel=role is not None and can_change(user, run, role)))
     return rows
+
+
+def mark_readable(runs: list[Run], user) -> list[Run]:
+    """Sets `.readable` on each run: whether the user may open it (a member of its project, or staff)."""
+    roles = roles_of(user)
+    for run in runs:
+        run.readable = role_in(roles, run.project_id) is not None
+    return runs

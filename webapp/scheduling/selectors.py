@@ -35,7 +35,7 @@ def _fair_order(runs: list[Run]) -> list[Run]:
 
 def queued_runs():
     """Queued runs with their owner and front mark (one query)."""
-    return (Run.objects.filter(state=Run.State.QUEUED).select_related("owner", "task", "queue_priority")
+    return (Run.objects.filter(state=Run.State.QUEUED).select_related("owner", "task", "project", "queue_priority")
             .order_by("created_at", "pk"))
 
 

@@ -8,22 +8,32 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from webapp.projects.selectors import project_get_for_user, projects_for_user
+from webapp.runs.access import run_change_check
 from webapp.runs.models import InvalidTransition, Run
+from webapp.runs.selectors import run_get_for_user
 from webapp.runs.services import run_cancel
 from webapp.scheduling.models import Worker
-from webapp.scheduling.present import queued_rows
+from webapp.scheduling.present import mark_readable, queued_rows
 from webapp.scheduling.selectors import active_runs_with_workers, queue_order, workers_with_runs
 from webapp.scheduling.services import queue_move_to_front
 
 
 @require_GET
 def queue_page(request):
-    active = active_runs_with_workers()
+    """The lab's queue. `?project=NAME` (a project the user reads) narrows the queued and running runs to it."""
+    name = request.GET.get("project", "")[:150]
+    project = project_get_for_user(request.user, name) if name else None
+    active = mark_readable(active_runs_with_workers(), request.user)
     largest = Worker.objects.aggregate(memory=Max("gpu_memory_gb"), count=Max("gpu_count"))
+    order = queue_order()
+    if project is not None:
+        order = [(position, run) for position, run in order if run.project_id == project.pk]
     return render(request, "scheduling/queue.html", {
-        "queued": queued_rows(queue_order(), request.user, largest["memory"], largest["count"] or 0),
-        "active": active,
+        "queued": queued_rows(order, request.user, largest["memory"], largest["count"] or 0),
+        "active": [run for run in active if project is None or run.project_id == project.pk],
         "workers": workers_with_runs(active),
+        "projects": projects_for_user(request.user), "project": project,
     })
 
 
@@ -36,10 +46,10 @@ def _queued_run(run_id: int) -> Run:
 
 @require_POST
 def queue_cancel(request, run_id: int):
-    run = _queued_run(run_id)
-    if not (request.user.is_staff or run.owner_id == request.user.pk):
-        # As every scoped getter answers a stranger (DESIGN.md, style 3): no such run of yours.
-        raise Http404("No such run.")
+    # As every scoped getter answers a stranger (DESIGN.md, style 3): a run of another project is absent;
+    # a reader who may not change it (a viewer, a member and another's run) gets a 403 with the reason.
+    run = run_get_for_user(request.user, run_id)
+    run_change_check(request.user, run)
     try:
         run_cancel(run)
     except InvalidTransition as exc:

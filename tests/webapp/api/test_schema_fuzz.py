@@ -24,6 +24,8 @@ import pytest
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
 from webapp.api.services import token_create
 from webapp.limits.models import LimitOverride
+from webapp.projects.models import Role
+from webapp.projects.services import member_add, project_create
 from webapp.runs.catalog import catalog_sync
 from webapp.runs.external import external_run_start, external_steps_log
 from webapp.runs.models import Run
@@ -33,15 +35,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 SEED = int(os.environ.get("COHORT_FUZZ_SEED", "35"))
 EXAMPLES_PER_OPERATION = 40
 CONFIG_TEMPLATE = Path(__file__).with_name("schemathesis.template.toml")
-OPERATIONS = {  # label -> the path of a concrete URL, to count the answers each operation got
-    "POST /api/external/runs/": re.compile(r"/api/external/runs/$"),
-    "POST /api/runs/{run_id}/steps/": re.compile(r"/api/runs/[^/]+/steps/$"),
-    "POST /api/runs/{run_id}/finish/": re.compile(r"/api/runs/[^/]+/finish/$"),
-    "GET /api/runs/{run_id}/steps/{step}/rollouts/": re.compile(r"/api/runs/[^/]+/steps/[^/]+/rollouts/$"),
-    "GET /api/runs/{run_id}/steps/{step}/groups/": re.compile(r"/api/runs/[^/]+/steps/[^/]+/groups/$"),
-    "GET /api/runs/{run_id}/metrics/": re.compile(r"/api/runs/[^/]+/metrics/$"),
-    "GET /api/runs/{run_id}/adapter/": re.compile(r"/api/runs/[^/]+/adapter/$"),
-    "GET /api/runs/{run_id}/": re.compile(r"/api/runs/[^/]+/$"),
+OPERATIONS = {  # path label -> the path of a concrete URL, to count the answers each operation got
+    "/api/external/runs/": re.compile(r"/api/external/runs/$"),
+    "/api/runs/{run_id}/steps/": re.compile(r"/api/runs/[^/]+/steps/$"),
+    "/api/runs/{run_id}/finish/": re.compile(r"/api/runs/[^/]+/finish/$"),
+    "/api/runs/{run_id}/steps/{step}/rollouts/": re.compile(r"/api/runs/[^/]+/steps/[^/]+/rollouts/$"),
+    "/api/runs/{run_id}/steps/{step}/groups/": re.compile(r"/api/runs/[^/]+/steps/[^/]+/groups/$"),
+    "/api/runs/{run_id}/metrics/": re.compile(r"/api/runs/[^/]+/metrics/$"),
+    "/api/runs/{run_id}/adapter/": re.compile(r"/api/runs/[^/]+/adapter/$"),
+    "/api/runs/{run_id}/": re.compile(r"/api/runs/[^/]+/$"),
     "/api/runs/": re.compile(r"/api/runs/$"),
 }
 
@@ -51,26 +53,30 @@ def fuzz_world(asgi_server, make_user):
     catalog_sync()  # the built-in programs and their tasks, so run creation has a task to name
     owner = make_user("fuzz-owner")
     staff = make_user("fuzz-staff", staff=True)
-    run = make_run(owner, state=Run.State.RUNNING, name="fuzzed", config={"strategy": "mmgrpo"}, tags=["x"])
+    viewer = make_user("fuzz-viewer")  # reads the owner's project, with a read-only token (issue 42)
+    lab = project_create(creator=owner, name="fuzz-lab")
+    member_add(lab, user=viewer, role=Role.VIEWER)
+    run = make_run(owner, project=lab, state=Run.State.RUNNING, name="fuzzed", config={"strategy": "mmgrpo"},
+                   tags=["x"])
     ingest(run, [hover_step_event(1), hover_step_event(2, seed=1)])
     make_run(make_user("fuzz-stranger"), state=Run.State.SUCCEEDED, name="not-yours")
     # Runs trained elsewhere (the logging API): one that takes steps, one to finish. Limits high enough
     # that run creation is refused for its data, never for how many runs the fuzz made before.
     LimitOverride.objects.create(user=owner, active_runs=100_000, queued_runs=100_000)
-    external, _ = external_run_start(owner, client_id="fuzz-trl", task="toy_format", origin="trl")
+    external, _ = external_run_start(owner, client_id="fuzz-trl", task="toy_format", origin="trl", project=lab)
     external_steps_log(external, [{"step": 1, "metrics": {"loss": 0.5}, "rollouts": [
         {"prompt": "p", "completion": c, "rewards": {"r": r}, "group": 0} for c, r in (("a", 1.0), ("b", 0.0))]}])
-    finishable, _ = external_run_start(owner, client_id="fuzz-finish", task="fuzz-elsewhere")
+    finishable, _ = external_run_start(owner, client_id="fuzz-finish", task="fuzz-elsewhere", project=lab)
     tokens = {who: token_create(user=user, name="schemathesis")[1] for who, user in (("owner", owner), ("staff", staff))}
+    tokens["viewer"] = token_create(user=viewer, name="schemathesis", project=lab, can_write=False)[1]
     return {"url": asgi_server, "tokens": tokens, "run": run.pk, "external": external.pk, "finishable": finishable.pk}
 
 
 def operation_of(method: str, url: str) -> str:
+    """`METHOD /path/{param}/` of a request (the runner also tries methods an operation does not take)."""
     path = url.split("?", 1)[0]
-    for label, pattern in OPERATIONS.items():
-        if pattern.search(path):
-            return f"{method} {label}" if label == "/api/runs/" else label
-    return f"{method} {path}"
+    label = next((label for label, pattern in OPERATIONS.items() if pattern.search(path)), path)
+    return f"{method} {label}"
 
 
 def run_schemathesis(world: dict, who: str, folder: Path) -> tuple[subprocess.CompletedProcess, dict[str, Counter]]:
@@ -92,6 +98,27 @@ def run_schemathesis(world: dict, who: str, folder: Path) -> tuple[subprocess.Co
             label = operation_of(entry["request"]["method"], entry["request"]["url"])
             statuses.setdefault(label, Counter())[entry["response"]["status"]] += 1
     return result, statuses
+
+
+WRITES = ("POST /api/runs/", "POST /api/external/runs/", "POST /api/runs/{run_id}/steps/",
+          "POST /api/runs/{run_id}/finish/")
+
+
+def test_a_viewers_read_only_token_reads_and_never_writes(fuzz_world, tmp_path):
+    """Issue 42: the same runner with a viewer's read-only token scoped to the owner's project: every check
+    passes, no 5xx, no write operation answers 2xx (each a 403), and the reads reach the project's runs."""
+    result, statuses = run_schemathesis(fuzz_world, "viewer", tmp_path)
+    print({label: dict(counts) for label, counts in statuses.items()})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"schemathesis (seed {SEED}) found failures:\n{output[-20000:]}"
+    assert not [code for counts in statuses.values() for code in counts if code >= 500]
+    for label in WRITES:
+        assert statuses[label] and not [code for code in statuses[label] if 200 <= code < 300], label
+        assert statuses[label][403], label
+    for label in ("GET /api/runs/", "GET /api/runs/{run_id}/", "GET /api/runs/{run_id}/metrics/",
+                  "GET /api/runs/{run_id}/steps/{step}/rollouts/"):
+        assert statuses[label][200], label
+    assert not Run.objects.filter(owner__username="fuzz-viewer").exists()
 
 
 @pytest.mark.parametrize("who", ["owner", "staff"])

@@ -14,6 +14,7 @@ from django.utils import timezone
 from tests.webapp.runs.factories import make_task
 from tests.webapp.runs.seeding import ingest, make_run, mhgpo_step_event
 from tests.webapp.runs.table_world import LIST, config, names
+from webapp.projects.selectors import personal_project
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
 from webapp.runs.table_views import PAGE_SIZE, duration_text
 
@@ -262,8 +263,9 @@ def test_edit_needs_a_csrf_token(csrf_client, owner):
 def bulk_runs(owner, count: int, start: int = 0) -> None:
     task = make_task()
     now = timezone.now()
+    project = personal_project(owner)  # bulk_create skips Run.save, which would default it
     Run.objects.bulk_create([
-        Run(owner=owner, task=task, name=f"run {start + i:05d}", config=config(estimator="gdpo" if i % 3 else "grpo"),
+        Run(owner=owner, project=project, task=task, name=f"run {start + i:05d}", config=config(estimator="gdpo" if i % 3 else "grpo"),
             total_steps=4, best_reward=(i % 17) / 17 if i % 5 else None, tags=["bulk", f"t{i % 7}"],
             started_at=now - dt.timedelta(minutes=i), gpus=i % 3)
         for i in range(count)

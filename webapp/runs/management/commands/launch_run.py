@@ -2,6 +2,7 @@
 
     python manage.py launch_run --task toy --owner admin --set steps=20 --set learning_rate=0.002
     python manage.py launch_run --task hotpotqa --owner alice --preset mhgpo-fof --config overrides.toml
+    python manage.py launch_run --task toy --owner alice --project vision-rl
 """
 
 import json
@@ -12,6 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from trainer.config import RunConfig
+from webapp.projects.models import Role
+from webapp.projects.selectors import has_role, projects_for_user
 from webapp.runs.launch import config_defaults
 from webapp.runs.launch_limits import limits_check_launch
 from webapp.runs.models import Task
@@ -36,6 +39,8 @@ class Command(BaseCommand):
         parser.add_argument("--task", required=True, help="Task name (see the admin, or 'toy').")
         parser.add_argument("--owner", required=True, help="Username that will own the run.")
         parser.add_argument("--name", default="", help="Optional run label.")
+        parser.add_argument("--project", default="", help="The project to launch into (the owner must be a member or "
+                                                          "an admin of it); default: the owner's personal project.")
         parser.add_argument("--preset", help="A paper preset (python -m trainer presets lists them).")
         parser.add_argument("--model", help="Start from the settings the task's program suggests for this model "
                                             "(e.g. builtin:smollm2-135m-instruct), as the form's chips do.")
@@ -43,7 +48,7 @@ class Command(BaseCommand):
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="Override one RunConfig field (JSON value or bare string); repeatable.")
 
-    def handle(self, *args, task, owner, name, preset, config, set, model=None, **options):
+    def handle(self, *args, task, owner, name, preset, config, set, model=None, project="", **options):
         task_row = Task.objects.select_related("program").filter(name=task).first()
         if task_row is None:
             known = ", ".join(Task.objects.values_list("name", flat=True)) or "none (run manage.py sync_programs)"
@@ -51,6 +56,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=owner).first()
         if user is None:
             raise CommandError(f"No user named {owner!r}.")
+        project_row = self._project(user, project)
         try:
             values = config_defaults(task_row, preset=preset, model=model)
             if config is not None:
@@ -63,8 +69,20 @@ class Command(BaseCommand):
         refused = limits_check_launch(user, run_config)
         if refused:
             raise CommandError("Over a launch limit: " + " ".join(error.message for error in refused))
-        run = run_create(owner=user, task=task_row, config=run_config, name=name)
-        self.stdout.write(f"Queued run {run.pk} ({task_row.name}, {run_config.steps} steps).")
+        run = run_create(owner=user, task=task_row, config=run_config, name=name, project=project_row)
+        self.stdout.write(f"Queued run {run.pk} ({task_row.name}, {run_config.steps} steps) in project "
+                          f"{run.project.name}.")
+
+    @staticmethod
+    def _project(user, name: str):
+        if not name:
+            return None
+        project = projects_for_user(user).filter(name__iexact=name).first()
+        if project is None:
+            raise CommandError(f"{user.get_username()} is in no project named {name!r}.")
+        if not has_role(user, project.pk, Role.MEMBER):
+            raise CommandError(f"{user.get_username()} is a viewer of project {project.name}: viewers launch no runs.")
+        return project
 
     @staticmethod
     def _read_overrides(path: Path) -> dict:

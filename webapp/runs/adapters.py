@@ -1,4 +1,4 @@
-"""A succeeded run's trained LoRA adapter, as the API hands it out.
+"""A succeeded run's trained LoRA adapter, as the API and the run page (a share link's too) hand it out.
 
 The trainer writes it into the run folder (`trainer.policy.adapter_files.FINAL_ADAPTER_DIR`) when the run succeeds;
 the web server reads it from COHORT_RUNS_DIR, which it shares with the workers (docker-compose's

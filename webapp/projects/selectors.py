@@ -1,0 +1,90 @@
+"""Read-side queries for projects and roles. Site staff hold the admin role in every project; everyone
+else holds the role of their membership, or none (the project is then as absent as a missing one)."""
+
+from __future__ import annotations
+
+from django.db.models import Case, CharField, OuterRef, QuerySet, Subquery, Value, When
+from django.http import Http404
+
+from webapp.projects.models import ROLE_RANK, Membership, Project, Role
+
+
+def readable_project_ids(user) -> QuerySet | None:
+    """The ids of the projects `user` reads, as a subquery; None for staff (every project)."""
+    if user.is_staff:
+        return None
+    return Membership.objects.filter(user_id=user.pk).values("project_id")
+
+
+def projects_for_user(user) -> QuerySet[Project]:
+    """The projects the user reads, personal first, each with `.role` (staff: admin where not a member)."""
+    if not user.is_authenticated:
+        return Project.objects.none()
+    own = Membership.objects.filter(project=OuterRef("pk"), user_id=user.pk).values("role")[:1]
+    projects = Project.objects.annotate(member_role=Subquery(own, output_field=CharField()))
+    if not user.is_staff:
+        projects = projects.filter(memberships__user_id=user.pk)
+    fallback = Value(Role.ADMIN.value if user.is_staff else Role.VIEWER.value)
+    projects = projects.annotate(role=Case(When(member_role__isnull=False, then="member_role"), default=fallback,
+                                           output_field=CharField()))
+    personal_first = Case(When(personal_of_id=user.pk, then=Value(0)), default=Value(1))
+    return projects.order_by(personal_first, "name")
+
+
+def project_named(name: str) -> Project | None:
+    """The project of this name, whatever its case; None when there is none."""
+    return Project.objects.filter(name__iexact=name).first() if name else None
+
+
+def project_get_for_user(user, name: str) -> Project:
+    """The project of this name if the user reads it; Http404 otherwise (a stranger's project too)."""
+    project = projects_for_user(user).filter(name__iexact=name).first() if name else None
+    if project is None:
+        raise Http404("No such project.")
+    return project
+
+
+def role_of(user, project_id: int | None) -> str | None:
+    """The user's role in the project (staff: admin), or None when they hold none."""
+    if project_id is None or not user.is_authenticated:
+        return None
+    if user.is_staff:
+        return Role.ADMIN.value
+    return Membership.objects.filter(user_id=user.pk, project_id=project_id).values_list("role", flat=True).first()
+
+
+def roles_of(user) -> dict[int, str] | None:
+    """project id -> the user's role, for every project they are in; None for staff (admin everywhere)."""
+    if user.is_staff:
+        return None
+    return dict(Membership.objects.filter(user_id=user.pk).values_list("project_id", "role"))
+
+
+def role_in(roles: dict[int, str] | None, project_id: int) -> str | None:
+    """The role `roles_of` gives for one project."""
+    return Role.ADMIN.value if roles is None else roles.get(project_id)
+
+
+def has_role(user, project_id: int | None, at_least: str) -> bool:
+    role = role_of(user, project_id)
+    return role is not None and ROLE_RANK[role] >= ROLE_RANK[at_least]
+
+
+def launchable_projects(user) -> QuerySet[Project]:
+    """The projects the user may launch into: where they are a member or an admin (staff: every one)."""
+    projects = projects_for_user(user)
+    if user.is_staff:
+        return projects
+    writes = Membership.objects.filter(user_id=user.pk, role__in=[Role.MEMBER, Role.ADMIN]).values("project_id")
+    return projects.filter(pk__in=writes)
+
+
+def personal_project(user) -> Project:
+    """The user's personal project (made on first use for a user created before projects existed)."""
+    from webapp.projects.services import personal_project_ensure
+
+    return personal_project_ensure(user)
+
+
+def project_members(project: Project) -> list[Membership]:
+    return list(project.memberships.select_related("user").order_by("user__username"))
