@@ -105,8 +105,8 @@ class CohortCallback(TrainerCallback):
 
     `trainer`: the GRPOTrainer, whose completions and groups are sent (without it, metrics only).
     `run`: a run from `cohort.init(...)` to log into; by default the callback starts one when the
-    training starts (`init`: cohort.init's arguments: url, token, task, name, tags, ...; the config
-    is TRL's arguments) and finishes it when the training ends.
+    training starts (`init`: cohort.init's arguments: url, token, task, name, tags, project, ...; the
+    config is TRL's arguments) and finishes it when the training ends.
     """
 
     def __init__(self, trainer: Any = None, *, run: Any = None, **init: Any):

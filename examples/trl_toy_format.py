@@ -89,6 +89,8 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="trl toy_format")
+    parser.add_argument("--project", default=os.environ.get("COHORT_PROJECT"),
+                        help="The Cohort project to log into (default: the token's, else your personal one).")
     parser.add_argument("--output-dir", default="trl-output")
     args = parser.parse_args(argv)
 
@@ -96,7 +98,7 @@ def main(argv=None) -> None:
 
     trainer = make_trainer(args.model, args.output_dir, steps=args.steps, seed=args.seed)
     trainer.add_callback(CohortCallback(trainer, url=args.url, token=args.token, task="toy_format", name=args.name,
-                                        tags=["trl"]))
+                                        tags=["trl"], project=args.project))
     trainer.train()
 
 

@@ -15,10 +15,13 @@ import pytest
 import cohort
 from cohort.client import Client
 from cohort.sdk import exit_hook
+from cohort.sdk.run import CohortWarning
 from cohort.sdk.spool import Spool
 from tests.conftest import asgi_server_process, free_port, service_env
 from tests.webapp.runs.factories import make_task
 from webapp.api.services import token_create
+from webapp.projects.models import Role
+from webapp.projects.services import member_add, project_create
 from webapp.runs.models import Rollout, Run, StepMetric
 
 NEUTRAL = ("the SDK's own behaviour over HTTP (batches, retries, the run folder, `cohort sync`); the "
@@ -83,6 +86,24 @@ def test_a_run_logged_with_the_sdk_is_stored_with_its_metrics_and_groups(asgi_se
     groups = client.groups(run.id, 2)
     assert len(groups) == 2 and groups["size"].tolist() == [4, 4]
     assert Rollout.objects.filter(run=stored).count() == 3 * 8
+
+
+def test_a_run_is_logged_into_its_project_where_teammates_read_it(asgi_server, owner, task, tmp_path, make_user):
+    lab = project_create(creator=owner, name="sdk-lab")
+    teammate = make_user("teammate")
+    member_add(lab, user=teammate, role=Role.VIEWER)
+    scoped = token_create(user=owner, name="lab", project=lab, can_write=True)[1]
+    run = cohort.init(asgi_server, scoped, task=task.name, project="sdk-lab", dir=tmp_path)
+    run.log({"loss": 1.0}, step=1)
+    run.finish()
+    assert run.wait(0) and Run.objects.get(pk=run.id).project == lab
+    assert Client(asgi_server, token_create(user=teammate, name="t")[1]).run(run.id)["project"] == "sdk-lab"
+    read_only = token_create(user=owner, name="read", can_write=False)[1]
+    with pytest.warns(CohortWarning, match="403"):
+        refused = cohort.init(asgi_server, read_only, task=task.name, dir=tmp_path / "refused")
+        refused.log({"loss": 1.0}, step=1)
+        refused.finish(timeout=30)
+    assert Run.objects.count() == 1  # the read-only token created nothing
 
 
 def test_an_offline_run_is_uploaded_by_the_cohort_sync_command(asgi_server, key, task, tmp_path):

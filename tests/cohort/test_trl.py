@@ -18,6 +18,7 @@ from tests.conftest import ROOT, asgi_server_process, free_port, service_env
 from tests.workers.resilience import connect_when_ready, receive_json, session_cookie
 from trainer.algorithms.advantages import grpo_advantages
 from webapp.api.services import token_create
+from webapp.projects.services import project_create
 from webapp.runs.models import Group, GroupMember, Run, StepMetric
 
 sys.path.insert(0, str(ROOT / "examples"))
@@ -63,7 +64,8 @@ class ServerOutage(TrainerCallback):
 
 def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_server_restarts(
         tmp_path, owner, smollm2_dir):
-    token = token_create(user=owner, name="trl")[1]
+    lab = project_create(creator=owner, name="trl-lab")  # the callback logs into a project (issue 42)
+    token = token_create(user=owner, name="trl", project=lab, can_write=True)[1]
     port = free_port()
     env = service_env(DATABASE_CONN_MAX_AGE="0")
     starts = []
@@ -77,7 +79,7 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
     trainer = make_trainer(str(smollm2_dir), str(tmp_path / "trl"), steps=STEPS, num_generations=NUM_GENERATIONS,
                            prompts_per_step=PROMPTS_PER_STEP, max_new_tokens=8)
     cohort = CohortCallback(trainer, url=f"http://127.0.0.1:{port}", token=token, task="toy_format",
-                            name="trl on toy_format", tags=["trl"], dir=str(tmp_path / "cohort-runs"))
+                            name="trl on toy_format", tags=["trl"], dir=str(tmp_path / "cohort-runs"), project="trl-lab")
     trainer.add_callback(cohort)
     outage = ServerOutage(cohort, start_server, session_cookie(owner))
     trainer.add_callback(outage)
@@ -104,6 +106,7 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
 
     run = Run.objects.get(pk=cohort.run.id)
     assert (run.origin, run.state, run.task.name, run.owner) == ("trl", Run.State.SUCCEEDED, "toy_format", owner)
+    assert run.project == lab
     assert run.config["num_generations"] == NUM_GENERATIONS and run.config["reward_funcs"] == ["regex_match", "exact_match"]
 
     # Every step once, through the outage, with TRL's numbers under TRL's names and Cohort's.

@@ -126,8 +126,7 @@ class Run(models.Model):
     ORIGIN_LABELS = {"trl": "TRL", "sdk": "SDK"}  # how a known trainer's name is shown (a badge)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
-    # RESTRICT: a project with runs is not deleted, but deleting a user takes their personal project
-    # together with its runs (their owner's cascade deletes them in the same operation).
+    # RESTRICT: a project with runs stays; deleting a user deletes their personal project and its runs together.
     project = models.ForeignKey("projects.Project", on_delete=models.RESTRICT, related_name="runs",
                                 help_text="Who sees the run: the project's members (DESIGN.md \"A lab's runs\").")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
@@ -188,8 +187,7 @@ class Run(models.Model):
         return self.name or f"run {self.pk}"
 
     def save(self, *args, **kwargs):
-        # A run made without a project (a script, a test, an old caller) lands in its owner's personal
-        # project, where every run lived before projects existed.
+        # A run made without a project (a script, an old caller) lands in its owner's personal project.
         if self.project_id is None and self.owner_id is not None:
             from webapp.projects.services import personal_project_ensure
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import history_views, table_views, views
+from webapp.runs import export_views, history_views, table_views, views
 
 app_name = "runs"
 
@@ -19,9 +19,9 @@ urlpatterns = [
     path("runs/<int:run_id>/examples/", history_views.example_history, name="example_history_query"),
     path("runs/<int:run_id>/examples/<path:example_id>/", history_views.example_history, name="example_history"),
     path("runs/<int:run_id>/calls/<int:call_id>/prompt", views.run_call_prompt, name="call_prompt"),
-    path("runs/<int:run_id>/export/metrics.csv", views.run_export_metrics, name="export_metrics"),
-    path("runs/<int:run_id>/export/rollouts.jsonl", views.run_export_rollouts, name="export_rollouts"),
-    path("runs/<int:run_id>/adapter.zip", views.run_adapter_download, name="adapter"),
+    path("runs/<int:run_id>/export/metrics.csv", export_views.run_export_metrics, name="export_metrics"),
+    path("runs/<int:run_id>/export/rollouts.jsonl", export_views.run_export_rollouts, name="export_rollouts"),
+    path("runs/<int:run_id>/adapter.zip", export_views.run_adapter_download, name="adapter"),
     path("runs/compare", views.run_compare, name="compare"),
     path("runs/actions", table_views.runs_action, name="actions"),
     path("runs/<int:run_id>/edit", table_views.run_edit, name="edit"),

@@ -2,13 +2,13 @@
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from webapp.projects.selectors import launchable_projects, personal_project
-from webapp.runs import divergence, export, groups, inspect, present, series
+from webapp.runs import divergence, groups, inspect, present, series
 from webapp.runs.access import (
     anonymized,
     link_grant,
@@ -18,7 +18,6 @@ from webapp.runs.access import (
     runs_readable,
     scrub_text,
 )
-from webapp.runs.adapters import adapter_folder, zip_folder
 from webapp.runs.forms import RunLaunchForm
 from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
 from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
@@ -366,39 +365,3 @@ def run_compare(request):
         "differences": differences, "payload": payload, "signed_in_reader": signed_in,
         **(run_page_extras(chosen) if signed_in else {}),
     })
-
-
-
-@require_GET
-@link_readable
-def run_export_metrics(request, run_id: int):
-    """Every stored step's metrics as CSV, streamed."""
-    run = run_read(request, run_id)
-    return _download(export.metrics_csv(run), "text/csv; charset=utf-8", f"run-{run.pk}-metrics.csv")
-
-
-@require_GET
-@link_readable
-def run_export_rollouts(request, run_id: int):
-    """Every rollout with its module calls as JSON Lines, streamed (an anonymous link's without paths)."""
-    run = run_read(request, run_id)
-    return _download(export.rollouts_jsonl(run, anonymous=run.access.anonymous), "application/x-ndjson; charset=utf-8", f"run-{run.pk}-rollouts.jsonl")
-
-
-@require_GET
-@link_readable
-def run_adapter_download(request, run_id: int):
-    """The run's trained LoRA adapter as a zip, for its readers, and for a share link made with the
-    adapter box ticked (404 otherwise, and while the run has none)."""
-    run = run_read(request, run_id)
-    folder = adapter_folder(run) if run.access.adapter else None
-    if folder is None:
-        raise Http404("No trained adapter to download here.")
-    return FileResponse(zip_folder(folder), as_attachment=True, filename=f"run-{run.pk}-adapter.zip",
-                        content_type="application/zip")
-
-
-def _download(chunks, content_type: str, filename: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response

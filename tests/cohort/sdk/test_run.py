@@ -140,6 +140,8 @@ def test_other_mistakes_raise_clear_value_errors(tmp_path, monkeypatch):
                             ({"config": {"lr": float("nan")}}, "config must be JSON without NaN"),
                             ({"config": [1]}, "config must be a dict"),
                             ({"total_steps": -1}, "total_steps \\(0: unknown\\) must be an integer"),
+                            ({"project": "two words"}, "project must be a Cohort project's name"),
+                            ({"project": 7}, "project must be a Cohort project's name"),
                             ({"mode": "sometimes"}, "mode must be one of online, offline, disabled")]:
         with pytest.raises(ValueError, match=message):
             cohort.init(**{"task": "toy-task", "mode": "offline", "dir": tmp_path, **kwargs})
@@ -164,6 +166,19 @@ def test_the_run_folder_records_the_creation_and_the_finish_and_never_the_token(
     assert "secret-token-value" not in "".join(p.read_text() for p in run.folder.iterdir())
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"cohort: 1 steps saved offline in {run.folder}; upload them with: cohort sync {run.folder}"]
+
+
+def test_the_project_comes_from_the_call_or_cohort_project(tmp_path, monkeypatch):
+    monkeypatch.delenv("COHORT_PROJECT", raising=False)
+    named = cohort.init(task="toy-task", mode="offline", dir=tmp_path, project="vision-rl")
+    monkeypatch.setenv("COHORT_PROJECT", "lab-p")
+    from_env = cohort.init(task="toy-task", mode="offline", dir=tmp_path)
+    monkeypatch.delenv("COHORT_PROJECT")
+    default = cohort.init(task="toy-task", mode="offline", dir=tmp_path)
+    for run in (named, from_env, default):
+        run.finish()
+    creates = [json.loads((run.folder / "run.json").read_text())["create"] for run in (named, from_env, default)]
+    assert [c.get("project") for c in creates] == ["vision-rl", "lab-p", None]  # None: the server's default
 
 
 def test_a_with_block_finishes_failed_on_an_exception_and_succeeded_otherwise(tmp_path):
