@@ -12,13 +12,12 @@ whatever its user does.
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.http import Http404
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from webapp.api.models import ApiToken
 from webapp.runs.models import Run
-from webapp.runs.selectors import run_list_for_user
+from webapp.runs.selectors import run_get_among, run_list_for_user
 
 
 def token_of(request) -> ApiToken | None:
@@ -49,14 +48,7 @@ def api_runs(request) -> QuerySet[Run]:
 
 def api_run(request, run_id) -> Run:
     """One run this request may read; Http404 otherwise (also for a malformed id)."""
-    try:
-        run_id = int(run_id)
-    except (TypeError, ValueError):
-        raise Http404("No such run.") from None
-    run = api_runs(request).filter(pk=run_id).first()
-    if run is None:
-        raise Http404("No such run.")
-    return run
+    return run_get_among(api_runs(request), run_id)
 
 
 def token_project_check(request, project) -> None:

@@ -4,7 +4,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
-from webapp.runs.access import GRANT_ATTRIBUTE, NO_GRANT, LinkGrant, scrub_text
+from webapp.runs.access import GRANT_ATTRIBUTE, NO_GRANT, LinkGrant, anonymized
 from webapp.runs.hooks import badge_count
 from webapp.runs.messages import AlertNotice, StatusNotice, StepNotice, run_group_name
 from webapp.runs.selectors import run_get_for_user, run_linked
@@ -58,7 +58,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def run_status(self, event):
         notice: StatusNotice = event["notice"]
         if self.anonymous and notice.get("error"):
-            notice = {**notice, "error": scrub_text(notice["error"])}
+            # As the page shows it: read afresh, since the worker that claimed the run names its host.
+            run = await database_sync_to_async(run_linked)(notice["run"])
+            notice = {**notice, "error": anonymized(notice["error"], run) if run else ""}
         await self.send_json(notice)
 
     async def run_prompts(self, event):

@@ -51,11 +51,17 @@ def launchable_tasks() -> QuerySet[Task]:
 
 def run_get_for_user(user, run_id) -> Run:
     """The run with this id if the user may see it; Http404 otherwise (also for a malformed id)."""
+    return run_get_among(run_list_for_user(user), run_id)
+
+
+def run_get_among(runs: QuerySet[Run], run_id) -> Run:
+    """The run of `runs` with this id; Http404 otherwise (also for a malformed id): a run the caller may
+    not read is as absent as a missing one."""
     try:
         run_id = int(run_id)
     except (TypeError, ValueError):
         raise Http404("No such run.") from None
-    run = run_list_for_user(user).filter(pk=run_id).first()
+    run = runs.filter(pk=run_id).first()
     if run is None:
         raise Http404("No such run.")
     return run
