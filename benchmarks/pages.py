@@ -19,8 +19,9 @@ middleware, templates and JSON encoding included; no network), and prints p50/p9
 - CSV export of the whole run's metrics, streamed to the end; the rollouts JSONL export once;
 - the read API (`GET /api/runs/<id>/metrics/`, with a personal token): every stored step of every
   series, and `max_points=2000`.
-- the runs table at 10,000 runs (`bulk_create`d, no steps; 1,000 owned by the user, the rest by 30
-  others): page 1 as the owner and as staff (who sees all 10,000), a page sorted by best reward, a
+- the runs table at 10,000 runs (`bulk_create`d, no steps) in 50 projects of 200, owners spread over
+  each project's 6 members (benchmarks/lab_tables.py `seed_runs`); the user is a member of 5 of them, so
+  sees 1,000: page 1 as that member and as staff (who sees all 10,000), a page sorted by best reward, a
   config-and-tag search and a free-text search. `--only-runs-table` skips the paper-scale run.
 
 Targets on this machine: run data (the API metrics included) p95 < 300 ms; inspector and group pages
@@ -58,7 +59,7 @@ EXAMPLES, ROLLOUTS = 4, 12
 STEPS_PER_INGEST = 25
 REWARDS = ("recall", "format")
 TARGETS_MS = {"run data": 300.0, "inspector": 150.0, "group": 150.0, "runs": 150.0}
-TABLE_RUNS, TABLE_OWNED, TABLE_OTHER_USERS = 10_000, 1_000, 30
+TABLE_RUNS, TABLE_VISIBLE = 10_000, 1_000
 WORDS = ("the", "of", "claim", "passage", "river", "born", "city", "population", "century", "museum", "novel",
          "author", "first", "largest", "capital", "film", "directed", "by", "in", "was", "team", "album")
 
@@ -137,66 +138,40 @@ def seed(steps: int):
 
 
 def seed_runs_table(user, runs: int = TABLE_RUNS) -> None:
-    """`runs` runs without steps, as the runs table sees them: varied states, rewards, configs, tags
-    and durations; TABLE_OWNED of them `user`'s, the rest spread over other users."""
-    import datetime as dt
+    """`runs` runs without steps, as the runs table sees them (benchmarks/lab_tables.py `seed_runs`): in
+    50 projects of 200, owners spread over each project's members; `user` a member of 5 of them."""
+    from benchmarks.lab_tables import seed_runs
 
-    from django.contrib.auth import get_user_model
-    from django.utils import timezone
-
-    from webapp.runs.models import Program, Run, Task
-
-    users = [user] + [get_user_model().objects.create_user(f"bench-{i}") for i in range(TABLE_OTHER_USERS)]
-    program = Program.objects.get_or_create(name="bench-toy", defaults={"title": "Bench toy", "modules": ["solver"]})[0]
-    task = Task.objects.get_or_create(name="bench-toy", defaults={"title": "Bench toy", "program": program})[0]
-    rng, now = random.Random(2), timezone.now()
-    states = [s for s, _ in Run.State.choices]
-    rows = []
-    for i in range(runs):
-        owner = user if i < TABLE_OWNED else users[1 + i % TABLE_OTHER_USERS]
-        started = now - dt.timedelta(minutes=rng.randint(10, 60 * 24 * 90))
-        reward = rng.random() if rng.random() < 0.8 else None
-        rows.append(Run(
-            owner=owner, task=task, name=f"{rng.choice(('sweep', 'baseline', 'ablation'))} {i}", total_steps=500,
-            current_step=rng.randint(0, 500), state=rng.choice(states), best_reward=reward,
-            last_reward=None if reward is None else reward * rng.random(), gpus=rng.choice((0, 1, 1, 2, 8)),
-            config={"strategy": rng.choice(("grpo", "mmgrpo", "mhgpo")), "estimator": rng.choice(("grpo", "gdpo")),
-                    "learning_rate": rng.choice((1e-5, 3e-5, 1e-4)), "group_size": rng.choice((4, 8, 12)),
-                    "rewards": [{"name": "exact_match", "weight": 1.0}], "model": "Qwen/Qwen3-1.7B"},
-            tags=rng.sample(["baseline", "gdpo", "sweep-7", "paper", "long", "debug"], k=rng.randint(0, 3)),
-            started_at=started, finished_at=started + dt.timedelta(minutes=rng.randint(1, 600)),
-        ))
-    Run.objects.bulk_create(rows, batch_size=2000)
-    # created_at is auto_now_add: spread it so the default order is not insertion order.
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE runs_run SET created_at = started_at WHERE task_id = %s", [task.pk])
-        cursor.execute("ANALYZE runs_run")
+    seed_runs(user, runs=runs)
 
 
 def runs_table_measures(user, client, repeat: int) -> list[tuple]:
-    """The runs table at TABLE_RUNS runs: as the owner of TABLE_OWNED, and as staff (who sees all)."""
+    """The runs table at TABLE_RUNS runs: as a member of 5 of its 50 projects (TABLE_VISIBLE runs), and as
+    staff (who sees all)."""
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.urls import reverse
 
     started = time.perf_counter()
     seed_runs_table(user)
-    print(f"  runs table: {TABLE_RUNS:,} runs in {time.perf_counter() - started:.1f} s")
+    from webapp.runs.selectors import run_list_for_user
+
+    visible = run_list_for_user(user).count()
+    assert visible == TABLE_VISIBLE, visible
+    print(f"  runs table: {TABLE_RUNS:,} runs in {time.perf_counter() - started:.1f} s, {visible:,} of them visible to the user")
     staff = Client()
     staff.force_login(get_user_model().objects.create_user("bench-staff", is_staff=True))
     table = reverse("runs:list")
     rng = random.Random(3)
     return [
-        measure("runs table: page 1 (owner, 1,000 runs)", lambda: table, client, repeat),
+        measure("runs table: page 1 (member, 1,000 runs)", lambda: table, client, repeat),
         measure("runs table: page 1 (staff, 10,000 runs)", lambda: table, staff, repeat),
         measure("runs table: sorted by best reward, page 1-20 (staff)",
                 lambda: f"{table}?sort=-best_reward&page={rng.randint(1, 20)}", staff, repeat),
         measure("runs table: sorted by GPU-hours (staff)", lambda: f"{table}?sort=-gpu_hours", staff, repeat),
         measure("runs table: search estimator=gdpo tag:sweep-7 (staff)",
                 lambda: f"{table}?q=estimator%3Dgdpo+tag%3Asweep-7", staff, repeat),
-        measure("runs table: search 'ablation' (owner)", lambda: f"{table}?q=ablation", client, repeat),
+        measure("runs table: search 'ablation' (member)", lambda: f"{table}?q=ablation", client, repeat),
     ]
 
 

@@ -16,7 +16,7 @@ def run_dict(run: Run) -> dict:
         "task": run.task.name,
         "program": run.task.program.name,
         "owner": run.owner.get_username(),
-        "project": run.project.name,
+        "project": getattr(run, "project_name", None) or run.project.name,
         "origin": run.origin,
         "config": run.config,
         "summary": {

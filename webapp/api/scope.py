@@ -37,9 +37,9 @@ class TokenScopePermission(BasePermission):
         return token is None or token.can_write or request.method in SAFE_METHODS
 
 
-def api_runs(request) -> QuerySet[Run]:
-    """The runs this request may read through the API."""
-    runs = run_list_for_user(request.user)
+def api_runs(request, *, ids_first: bool = False) -> QuerySet[Run]:
+    """The runs this request may read through the API (`ids_first`: see `run_list_for_user`)."""
+    runs = run_list_for_user(request.user, ids_first=ids_first)
     token = token_of(request)
     if token is not None and token.project_id is not None:
         runs = runs.filter(project_id=token.project_id)

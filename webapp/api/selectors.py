@@ -42,7 +42,14 @@ def run_list_api(runs: QuerySet[Run], *, state: str = "", task: str = "", progra
     if q:
         runs = runs.filter(name__icontains=q)
     search = RunSearch(tags=tuple(tags), config=tuple((tuple(path), value) for path, value in config))
+    # A page of a list needs the project's name only (`with_project_name`), not a Project object per run.
+    runs = runs.select_related(None).select_related("task", "task__program", "owner")
     return with_summary(runs_matching(runs, search))
+
+
+def with_project_name(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """`runs` with `project_name`: for a page's rows only, so the count and the page's ids join no project."""
+    return runs.annotate(project_name=F("project__name"))
 
 
 def run_get_api(runs: QuerySet[Run], run_id) -> Run:

@@ -37,8 +37,9 @@ def run_list(request):
         return _run_create(request)
     filters = params.run_filters(request)
     offset, limit = params.page_params(request)
-    runs = selectors.run_list_api(api_runs(request), **filters)
-    page = [present.run_dict(run) for run in runs[offset:offset + limit]]
+    runs = selectors.run_list_api(api_runs(request, ids_first=True), **filters)
+    rows = selectors.with_project_name(runs)[offset:offset + limit]  # the count reads no project
+    page = [present.run_dict(run) for run in rows]
     return Response(params.paginated(request, page, count=runs.count(), offset=offset, limit=limit))
 
 

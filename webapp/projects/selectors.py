@@ -3,7 +3,8 @@ else holds the role of their membership, or none (the project is then as absent 
 
 from __future__ import annotations
 
-from django.db.models import Case, CharField, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import Case, CharField, F, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from webapp.projects.models import ROLE_RANK, Membership, Project, Role
@@ -17,18 +18,17 @@ def readable_project_ids(user) -> QuerySet | None:
 
 
 def projects_for_user(user) -> QuerySet[Project]:
-    """The projects the user reads, personal first, each with `.role` (staff: admin where not a member)."""
+    """The projects the user reads, personal first, each with `.role` (staff: admin where not a member).
+    A member's role comes from the one membership join that also selects the projects."""
     if not user.is_authenticated:
         return Project.objects.none()
-    own = Membership.objects.filter(project=OuterRef("pk"), user_id=user.pk).values("role")[:1]
-    projects = Project.objects.annotate(member_role=Subquery(own, output_field=CharField()))
-    if not user.is_staff:
-        projects = projects.filter(memberships__user_id=user.pk)
-    fallback = Value(Role.ADMIN.value if user.is_staff else Role.VIEWER.value)
-    projects = projects.annotate(role=Case(When(member_role__isnull=False, then="member_role"), default=fallback,
-                                           output_field=CharField()))
     personal_first = Case(When(personal_of_id=user.pk, then=Value(0)), default=Value(1))
-    return projects.order_by(personal_first, "name")
+    if not user.is_staff:
+        projects = Project.objects.filter(memberships__user_id=user.pk).annotate(role=F("memberships__role"))
+        return projects.order_by(personal_first, "name")
+    own = Membership.objects.filter(project=OuterRef("pk"), user_id=user.pk).values("role")[:1]
+    role = Coalesce(Subquery(own, output_field=CharField()), Value(Role.ADMIN.value))
+    return Project.objects.annotate(role=role).order_by(personal_first, "name")
 
 
 def project_named(name: str) -> Project | None:
