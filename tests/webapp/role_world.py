@@ -105,10 +105,12 @@ def _parameters(run: Run, *, rule_id, token_id, experiment_id, link: ShareLink, 
             "key": "run-charts", "link_id": link.pk, "token": link.token, "name": project, "user_id": member}
 
 
-def link_holder(lab: Lab, kind: str) -> Client:
+def link_holder(lab: Lab, kind: str, handler=None) -> Client:
     """A browser with no account that opened alice's `kind` link while it was valid; the revoked and
     expired ones are made so afterwards (`end_links`)."""
     client = Client()
+    if handler is not None:
+        client.handler = handler
     response = client.get(f"/share/{lab.links[kind].token}/")
     assert response.status_code == 302, response.status_code
     return client

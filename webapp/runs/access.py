@@ -41,6 +41,8 @@ class LinkGrant:
 
 NO_GRANT = LinkGrant()
 GRANT_ATTRIBUTE = "share_grant"  # on the request (webapp/sharing/middleware.py) and in the websocket's scope
+# In the websocket's scope too: a function that reads the grant again (an open socket outlives a revoke).
+GRANT_REFRESH = "share_grant_refresh"
 
 
 def link_grant(request) -> LinkGrant:

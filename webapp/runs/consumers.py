@@ -4,7 +4,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
-from webapp.runs.access import GRANT_ATTRIBUTE, NO_GRANT, LinkGrant, anonymized
+from webapp.runs.access import GRANT_ATTRIBUTE, GRANT_REFRESH, NO_GRANT, LinkGrant, anonymized
 from webapp.runs.hooks import badge_count
 from webapp.runs.messages import AlertNotice, StatusNotice, StepNotice, run_group_name
 from webapp.runs.selectors import run_get_for_user, run_linked
@@ -39,6 +39,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if run is None:
             await self.close(code=CLOSE_NOT_FOUND if signed_in else CLOSE_UNAUTHENTICATED)
             return
+        self.run_id = run.pk
         self.group_name = run_group_name(run.pk)
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
@@ -51,11 +52,26 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # The socket is one-way; commands go through HTTP where CSRF and forms apply.
         pass
 
+    async def _link_still_opens(self) -> bool:
+        """A link holder's socket stays only while a link still opens the run: one revoked or expired
+        since the socket opened closes it at the next notice (as the pages answer at the next request)."""
+        if not self.via_link:
+            return True
+        refresh = self.scope.get(GRANT_REFRESH)
+        grant = await database_sync_to_async(refresh)() if refresh is not None else None
+        if grant is not None and self.run_id in grant.runs:
+            return True
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+        return False
+
     async def run_step(self, event):
         notice: StepNotice = event["notice"]
-        await self.send_json(notice)
+        if await self._link_still_opens():
+            await self.send_json(notice)
 
     async def run_status(self, event):
+        if not await self._link_still_opens():
+            return
         notice: StatusNotice = event["notice"]
         if self.anonymous and notice.get("error"):
             # As the page shows it: read afresh, since the worker that claimed the run names its host.
@@ -64,7 +80,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(notice)
 
     async def run_prompts(self, event):
-        await self.send_json(event["notice"])  # phase 1's record (webapp/runs/prompt_phase.py)
+        if await self._link_still_opens():
+            await self.send_json(event["notice"])  # phase 1's record (webapp/runs/prompt_phase.py)
 
     async def run_alert(self, event):
         # Every watcher sees the alert row (the run page lists all its alerts); the badge is the

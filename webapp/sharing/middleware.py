@@ -1,12 +1,15 @@
 """Puts what a browser's share links let it read on each request (`request.share_grant`) and on each
-websocket's scope (`scope["share_grant"]`), where webapp/runs/access.py reads it. Only a browser that
-opened a link pays the two queries."""
+websocket's scope (`scope["share_grant"]`, with a function that reads it again), where
+webapp/runs/access.py and the run's consumer read it. Only a browser that opened a link pays the two
+queries."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from channels.db import database_sync_to_async
 
-from webapp.runs.access import GRANT_ATTRIBUTE
+from webapp.runs.access import GRANT_ATTRIBUTE, GRANT_REFRESH
 from webapp.sharing.services import grant_for_session
 
 
@@ -31,7 +34,7 @@ class ShareGrantASGIMiddleware:
         session = scope.get("session")
         grant = await database_sync_to_async(_grant)(session) if session is not None else None
         if grant is not None:
-            scope = dict(scope, **{GRANT_ATTRIBUTE: grant})
+            scope = dict(scope, **{GRANT_ATTRIBUTE: grant, GRANT_REFRESH: partial(_grant, session)})
         return await self.inner(scope, receive, send)
 
 

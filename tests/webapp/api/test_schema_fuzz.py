@@ -34,6 +34,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SEED = int(os.environ.get("COHORT_FUZZ_SEED", "35"))
 EXAMPLES_PER_OPERATION = 40
+# The viewer's read-only token: every write is refused before its body is read, so half as many cases
+# reach as much of the API (its reads are the owner's run's, fuzzed in full above).
+VIEWER_EXAMPLES_PER_OPERATION = 20
 CONFIG_TEMPLATE = Path(__file__).with_name("schemathesis.template.toml")
 OPERATIONS = {  # path label -> the path of a concrete URL, to count the answers each operation got
     "/api/external/runs/": re.compile(r"/api/external/runs/$"),
@@ -84,7 +87,8 @@ def run_schemathesis(world: dict, who: str, folder: Path) -> tuple[subprocess.Co
     many answers of each status it got (from its HAR report)."""
     config = folder / "schemathesis.toml"
     config.write_text(string.Template(CONFIG_TEMPLATE.read_text()).substitute(
-        seed=SEED, token=world["tokens"][who], examples=EXAMPLES_PER_OPERATION, run=world["run"],
+        seed=SEED, token=world["tokens"][who], run=world["run"],
+        examples=VIEWER_EXAMPLES_PER_OPERATION if who == "viewer" else EXAMPLES_PER_OPERATION,
         external=world["external"], finishable=world["finishable"]))
     har = folder / "requests.har"
     command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(config), "run",
