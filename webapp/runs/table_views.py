@@ -24,7 +24,13 @@ from webapp.runs.access import run_change_check, runs_change_check
 from webapp.runs.forms import RunDetailsForm
 from webapp.runs.models import Run
 from webapp.runs.retention import storage_label
-from webapp.runs.selectors import DEFAULT_SORT, run_get_for_user, run_list_filtered, run_list_for_user
+from webapp.runs.selectors import (
+    DEFAULT_SORT,
+    run_get_for_user,
+    run_list_filtered,
+    run_list_for_user,
+    runs_page,
+)
 from webapp.runs.services import RunsActive, run_move, run_update_details, runs_delete, runs_set_archived
 from webapp.runs.table_forms import RunFilterForm
 
@@ -57,7 +63,7 @@ def run_list(request):
                       status=404)
     runs = run_list_filtered(request.user, **filters.selector_kwargs())
     page = Paginator(runs, PAGE_SIZE).get_page(filters.cleaned_data["page"] or 1)
-    rows = list(page.object_list)
+    rows = runs_page(runs, page.start_index() - 1, PAGE_SIZE) if page.paginator.count else []
     for run in rows:  # formatted here: a template filter per cell costs more than the queries
         run.duration_text = duration_text(run.elapsed)
         run.gpu_hours = gpu_hours(run.gpu_elapsed) if run.started_at else None
