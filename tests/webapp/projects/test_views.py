@@ -181,3 +181,14 @@ def test_launch_run_takes_a_project(lab):
         call_command("launch_run", task="toy", owner="vi", project="lab-p")
     with pytest.raises(CommandError, match="no project named 'lab-q'"):
         call_command("launch_run", task="toy", owner="alice", project="lab-q")
+
+
+def test_compare_puts_runs_of_several_projects_side_by_side_only_for_who_reads_them_all(client, lab):
+    in_p = make_run(lab["alice"], project=lab["p"], name="run-in-p")
+    in_q = make_run(lab["quinn"], project=lab["q"], name="run-in-q")
+    member_add(lab["q"], user=lab["alice"], role=Role.VIEWER)
+    url = f"{reverse('runs:compare')}?runs={in_p.pk}&runs={in_q.pk}"
+    page = signed_in(client, lab["alice"]).get(url)
+    assert page.status_code == 200 and "run-in-p" in page.content.decode() and "run-in-q" in page.content.decode()
+    refused = signed_in(client, lab["mo"]).get(url)  # mo reads lab-p only
+    assert refused.status_code == 404 and "run-in-q" not in refused.content.decode()
