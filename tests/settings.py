@@ -10,3 +10,8 @@ test sets is one they can check.
 from webapp.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The tests post to the logging API far faster than a trainer does (hundreds of requests a second, one
+# token, in the role matrix and the fuzzing): the per-token rate would answer them 429. The rate
+# itself is tested with a rate of its own (tests/webapp/api/test_budget.py).
+COHORT_LOGGING_RATE = "100000/s"

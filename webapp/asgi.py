@@ -7,15 +7,20 @@ consumer checks the user, or a link, may read the object.
 
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+if not settings.configured:
+    # This process is the web server (settings.py, COHORT_PROCESS): its requests' connections come from
+    # one bounded pool on PostgreSQL, and on SQLite it lets a worker write first. Only when this module
+    # starts the process: a test that imports the application keeps its own settings.
+    os.environ.setdefault("COHORT_PROCESS", "server")
 django_asgi_app = get_asgi_application()  # sets Django up before the routing imports models
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
 
 from webapp.body_limit import BodySizeLimit  # noqa: E402
 from webapp.runs.routing import websocket_urlpatterns  # noqa: E402

@@ -72,6 +72,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: a request the database could not take is answered 503 with Retry-After, not 500.
+    "webapp.overload.OverloadMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -147,14 +149,20 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Database -------------------------------------------------------------------------------
+# The web server (webapp/asgi.py says so) shares the database with the workers differently from them:
+# it takes PostgreSQL connections from a pool, and on SQLite it lets a worker's write go first.
+SERVER_PROCESS = env.str("COHORT_PROCESS", default="") == "server"
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cohort.sqlite3'}")}
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded stack has a web server and a worker writing at once: WAL lets readers proceed
-    # during a write, IMMEDIATE takes the write lock up front instead of failing mid-transaction.
+    # during a write, IMMEDIATE takes the write lock up front instead of failing mid-transaction, and
+    # writers take turns (webapp/db/sqlite3), the worker first, before they ask SQLite for its lock.
+    _db["ENGINE"] = "webapp.db.sqlite3"
     _db.setdefault("OPTIONS", {}).update(
         {
-            "timeout": 30,
+            # How long a connection waits for another process's write (SQLite's busy timeout).
+            "timeout": env.float("COHORT_SQLITE_BUSY_TIMEOUT_S", default=30.0),
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
@@ -163,10 +171,38 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["TEST"] = {"NAME": str(VAR_DIR / "test-cohort.sqlite3")}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 elif _db["ENGINE"] == "django.db.backends.postgresql":
-    _db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
     _db["CONN_HEALTH_CHECKS"] = True
     # A database host that drops packets must fail a connect (and let the supervisor retry), not hang it.
     _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=10))
+    if env.bool("COHORT_DB_POOL", default=SERVER_PROCESS):
+        # The ASGI server runs each request's database work on a thread of its own, and a persistent
+        # connection per thread grew past PostgreSQL's max_connections under load (issue 43: 572 answers "too many clients" at 100 runs logging at once). Its
+        # connections come from one bounded pool instead; a request that finds none free within
+        # COHORT_DB_POOL_WAIT_S is answered 503 with Retry-After (webapp/overload.py). The worker and
+        # management commands keep one persistent connection per process: their process count bounds
+        # them (docs/lab-load.md "Database connections").
+        _db["CONN_MAX_AGE"] = 0  # Django's pool requires it: the pool keeps the connections
+        _db["OPTIONS"]["pool"] = {
+            "min_size": env.int("COHORT_DB_POOL_MIN", default=2),
+            "max_size": env.int("COHORT_DB_POOL_SIZE", default=20),
+            "timeout": env.float("COHORT_DB_POOL_WAIT_S", default=10.0),
+        }
+    else:
+        _db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+# How long a request waits for its turn to write SQLite (behind the server's other requests and the
+# workers) before its client is told 503 and Retry-After; the server yields its turn to a waiting
+# worker (webapp/db/sqlite3).
+COHORT_SQLITE_WRITE_WAIT_S = env.float("COHORT_SQLITE_WRITE_WAIT_S", default=30.0)
+COHORT_SQLITE_WRITER_YIELDS = SERVER_PROCESS
+# What an overloaded server tells a client to wait before asking again (webapp/overload.py).
+COHORT_RETRY_AFTER_S = env.int("COHORT_RETRY_AFTER_S", default=2)
+# The logging API's budgets (webapp/api/budget.py): steps posts stored at once (SQLite writes one at
+# a time anyway: two let one be prepared while the other writes), how long one waits for its turn
+# before a 503 (a load the server can work through is queued, not refused: under the SDK's 60 s
+# request timeout), and the requests one token may make (a 429 past it; DRF's rate format).
+COHORT_LOGGING_CONCURRENCY = env.int("COHORT_LOGGING_CONCURRENCY", default=2 if _db["ENGINE"] == "webapp.db.sqlite3" else 8)
+COHORT_LOGGING_QUEUE_WAIT_S = env.float("COHORT_LOGGING_QUEUE_WAIT_S", default=45.0)
+COHORT_LOGGING_RATE = env.str("COHORT_LOGGING_RATE", default="50/s")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 
@@ -225,6 +261,9 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A run whose supervisor has not sent a heartbeat for this long is marked interrupted (resumable).
 COHORT_HEARTBEAT_TIMEOUT_S = env.int("COHORT_HEARTBEAT_TIMEOUT_S", default=60)
+# A run trained elsewhere whose trainer has posted nothing for this long (seconds) is marked lost
+# (webapp/runs/lost.py); its next post reopens it.
+COHORT_EXTERNAL_STALE_AFTER = env.int("COHORT_EXTERNAL_STALE_AFTER", default=3600)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "workers.tasks.reap_stale_runs_task", "schedule": 15.0},
 }

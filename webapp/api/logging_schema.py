@@ -142,6 +142,10 @@ def _error(description: str) -> OpenApiResponse:
 
 UNAUTHENTICATED = _error("No, a malformed, unknown or revoked token.")
 TOO_LARGE = _error("The body is over the endpoint's size limit.")
+# webapp/api/budget.py and webapp/overload.py: nothing was stored; both carry Retry-After (seconds).
+TOO_MANY = _error("This token sent more requests than COHORT_LOGGING_RATE: ask again after Retry-After seconds.")
+BUSY = _error("The server is busy (every upload slot, or the database, was taken): nothing was stored; ask again "
+              "after Retry-After seconds.")
 CREATE_RESPONSES = {
     200: OpenApiResponse(ExternalRunSerializer, description="The run this client_id created before."),
     201: OpenApiResponse(ExternalRunSerializer, description="The new run, running."),
@@ -150,6 +154,8 @@ CREATE_RESPONSES = {
     403: _error("A read-only token; a project where you are a viewer, or outside the token's project; or signed "
                 "in by session without the CSRF token."),
     413: TOO_LARGE,
+    429: TOO_MANY,
+    503: BUSY,
 }
 
 
@@ -164,4 +170,6 @@ def run_responses(ok, conflict: str) -> dict:
         404: _error("No such run, or not in a project you (or the token) read."),
         409: _error(conflict),
         413: TOO_LARGE,
+        429: TOO_MANY,
+        503: BUSY,
     }

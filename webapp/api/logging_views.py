@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
-from rest_framework.decorators import api_view, parser_classes
+from rest_framework.decorators import api_view, parser_classes, throttle_classes
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from webapp.api import logging_input, logging_schema, present, schema, selectors
+from webapp.api.budget import LoggingRateThrottle, logging_slot
 from webapp.api.parsers import json_parser
 from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
 from webapp.projects.models import Role
@@ -39,6 +40,7 @@ STEPS_MAX_BODY_BYTES = 16 * 1024 * 1024
 @extend_schema(operation_id="external_runs_create", request=logging_schema.ExternalRunCreateSerializer,
                responses=logging_schema.CREATE_RESPONSES)
 @api_view(["POST"])
+@throttle_classes([LoggingRateThrottle])
 def external_run_create(request):
     """`POST /api/external/runs/` with `{"client_id", "task", "name", "config", "tags", "notes", "origin",
     "total_steps"}`: a run of yours trained elsewhere, created running (201, Location: the run in the
@@ -85,13 +87,15 @@ def _own_run(request, run_id: int):
                    "A run Cohort trains (it takes no logged steps), or a new step of a run that has ended.")))
 @api_view(["POST"])
 @parser_classes([json_parser(STEPS_MAX_BODY_BYTES)])
+@throttle_classes([LoggingRateThrottle])
 def run_steps_log(request, run_id: int):
     """`POST /api/runs/<id>/steps/` with `{"steps": [{"step", "metrics", "rollouts"}, ...]}`: stores the
     steps not stored yet (idempotent by step number) and answers which were stored and which skipped."""
     run = _own_run(request, run_id)
     steps = logging_input.steps_values(request.data)
     try:
-        result = external_steps_log(run, steps)
+        with logging_slot():  # at most COHORT_LOGGING_CONCURRENCY at once: pages keep their connections
+            result = external_steps_log(run, steps)
     except ExternalConflict as conflict:
         return Response({"detail": str(conflict)}, status=409)
     return Response({"run": run.pk, **result})
@@ -101,6 +105,7 @@ def run_steps_log(request, run_id: int):
                responses=logging_schema.run_responses(schema.RunSerializer, (
                    "A run Cohort trains, or one that already ended in the other state.")))
 @api_view(["POST"])
+@throttle_classes([LoggingRateThrottle])
 def run_finish(request, run_id: int):
     """`POST /api/runs/<id>/finish/` with `{"state": "succeeded" | "failed", "error"}`: the run ends; the
     same request again answers the run unchanged."""

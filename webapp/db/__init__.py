@@ -1,0 +1,1 @@
+"""Cohort's database backends: Django's own, with what a lab's load needs (webapp/db/sqlite3)."""
