@@ -37,10 +37,11 @@ FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 class Client:
     """Read runs, metrics, rollouts and groups of a Cohort server with a personal API token."""
 
-    def __init__(self, url: str, token: str, *, timeout: float = 60.0):
+    def __init__(self, url: str, token: str, *, timeout: float = 60.0, busy_retries: int = 5):
         self.url = http.base_url(url)
         self.token = token
         self.timeout = timeout
+        self.busy_retries = busy_retries  # how often a 429 or 503 with Retry-After is asked again
 
     # --- HTTP ---------------------------------------------------------------------------------
 
@@ -55,7 +56,17 @@ class Client:
         return json.loads(self._send("POST", path, json.dumps(body).encode("utf-8")).decode("utf-8"))
 
     def _send(self, method: str, path: str, data: bytes | None = None) -> bytes:
-        return http.send(self.url, self.token, method, path, data, timeout=self.timeout)
+        """The answer's body. A 429 or 503 that says when to ask again (Retry-After) is asked again then,
+        `busy_retries` times: the server answers so only for a request it did nothing with (it was
+        overloaded, or this token sent too many), so a POST is safe to repeat too."""
+        for attempt in range(self.busy_retries + 1):
+            try:
+                return http.send(self.url, self.token, method, path, data, timeout=self.timeout)
+            except CohortAPIError as exc:
+                if exc.status not in (429, 503) or exc.retry_after is None or attempt == self.busy_retries:
+                    raise
+                time.sleep(exc.wait_s(0.0))
+        raise AssertionError("unreachable")
 
     def _pages(self, path: str, params: list[tuple[str, Any]]) -> Iterator[dict]:
         """Every result of a paged list: pages are asked for by offset until the total is reached."""

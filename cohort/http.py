@@ -7,6 +7,8 @@ import in milliseconds) share it, so neither drags the other's dependencies in.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import http.client
 import json
 import urllib.error
@@ -16,16 +18,27 @@ from typing import Any
 
 # Statuses worth asking again: the server (or a proxy before it) was busy or restarting.
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 300.0  # a Retry-After longer than this (or a date far off) is waited this long
 
 
 class CohortAPIError(Exception):
     """A request the API refused (`status`: the HTTP status, 0 when the server could not be reached)."""
 
-    def __init__(self, status: int, message: str, errors: dict[str, list[str]] | None = None):
+    def __init__(self, status: int, message: str, errors: dict[str, list[str]] | None = None, *,
+                 retry_after: float | None = None):
         super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
         self.errors = errors or {}  # a refused run creation: field -> what is wrong with it
+        # An overloaded server's 503, or a 429, says how long to wait before asking again (seconds).
+        self.retry_after = retry_after
+
+    def wait_s(self, backoff_s: float) -> float:
+        """How long to wait before asking again: the server's Retry-After when it gave one (at most
+        MAX_RETRY_AFTER_S), else the caller's backoff."""
+        if self.retry_after is None:
+            return backoff_s
+        return min(MAX_RETRY_AFTER_S, max(backoff_s, self.retry_after))
 
     @property
     def retryable(self) -> bool:
@@ -82,4 +95,22 @@ def api_error(exc: urllib.error.HTTPError) -> CohortAPIError:
         message = "no such run" if detail in (None, "No such run.") else f"not found: {detail}"
     else:
         message = detail or exc.reason or "request failed"
-    return CohortAPIError(exc.code, str(message), errors if isinstance(errors, dict) else None)
+    return CohortAPIError(exc.code, str(message), errors if isinstance(errors, dict) else None,
+                          retry_after=retry_after_s(exc.headers.get("Retry-After") if exc.headers else None))
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A Retry-After header in seconds: delay-seconds or an HTTP date (RFC 9110 10.2.3); None if absent
+    or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())

@@ -112,7 +112,7 @@ class Sender:
                     self.warn(f"cannot upload to Cohort ({exc}); the steps are kept in {self.spool.folder} "
                               "and retried in the background")
                 failing = True
-                if self._wake.wait(backoff.next()):
+                if self._wake.wait(exc.wait_s(backoff.next())):
                     backoff.reset()
                 self._wake.clear()
             except Exception as exc:  # a bug must not pass silently, nor take the training down

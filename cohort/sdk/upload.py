@@ -146,5 +146,5 @@ def retrying(call: Callable[[], Any], *, attempts: int, sleep: Callable[[float],
         except CohortAPIError as exc:
             if not exc.retryable or attempt == attempts:
                 raise
-            sleep(backoff.next())
+            sleep(exc.wait_s(backoff.next()))
     raise AssertionError("unreachable")

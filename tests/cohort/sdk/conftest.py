@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -28,6 +29,8 @@ class StubCohort:
         self.refuse: set[int] = set()  # a post holding one of these steps is answered 400
         self.down = False  # every request is answered 503
         self.down_answers = 0
+        self.down_times: list[float] = []  # time.monotonic() of each 503
+        self.retry_after: str | None = None  # the 503's Retry-After header, if any
         self.lock = threading.Lock()
 
     def answer(self, path: str, token: str, body: bytes) -> tuple[int, dict]:
@@ -35,6 +38,7 @@ class StubCohort:
             return 401, {"detail": "Invalid token."}
         if self.down:
             self.down_answers += 1
+            self.down_times.append(time.monotonic())
             return 503, {"detail": "down for maintenance"}
         payload = json.loads(body)
         if path == "/api/external/runs/":
@@ -71,6 +75,8 @@ def stub():
                 status, answer = cohort.answer(self.path, self.headers.get("Authorization", ""), body)
             data = json.dumps(answer).encode()
             self.send_response(status)
+            if status == 503 and cohort.retry_after is not None:
+                self.send_header("Retry-After", cohort.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

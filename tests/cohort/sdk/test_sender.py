@@ -10,6 +10,7 @@ import time
 import pytest
 
 import cohort
+from cohort.http import CohortAPIError, retry_after_s
 from cohort.sdk import CohortWarning
 from cohort.sdk.spool import Spool
 from cohort.sdk.sync import sync_main
@@ -87,6 +88,34 @@ def test_an_outage_is_ridden_out_and_finish_retries_at_once(stub, tmp_path):
         stub.down = False  # the sender's next retry (within 5 s) may come before finish() wakes it
         run.finish(timeout=30)
     assert run.wait(0) and sorted(stub.steps) == [0, 1, 2, 3, 4] and stub.finishes
+
+
+def test_an_overloaded_servers_retry_after_is_waited_before_asking_again(stub, tmp_path):
+    stub.down, stub.retry_after = True, "1"  # the SDK's own first waits are 0.2 s, 0.4 s, ...
+    with pytest.warns(CohortWarning, match="cannot upload to Cohort \\(503"):
+        run = online(stub, tmp_path)
+        wait_for(lambda: stub.down_answers >= 3, 30, "the sender to ask three times")
+    stub.down = False
+    gaps = [later - earlier for earlier, later in zip(stub.down_times, stub.down_times[1:], strict=False)]
+    assert min(gaps[:2]) >= 0.95, gaps  # the server's second, not the 0.2 s and 0.4 s backoff
+    with pytest.warns(CohortWarning, match="reached .* again"):
+        run.finish(timeout=30)
+    assert run.wait(0) and stub.finishes
+
+
+@pytest.mark.parametrize("header, seconds", [
+    ("3", 3.0), ("0", 0.0), (None, None), ("soon", None), ("-1", None),
+    ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date gone by: ask now
+])
+def test_retry_after_is_read_as_seconds_or_a_date(header, seconds):
+    assert retry_after_s(header) == seconds
+
+
+def test_a_retry_after_is_waited_at_least_the_backoff_and_at_most_five_minutes():
+    assert CohortAPIError(503, "busy", retry_after=2).wait_s(0.2) == 2
+    assert CohortAPIError(503, "busy", retry_after=0).wait_s(0.4) == 0.4
+    assert CohortAPIError(503, "busy", retry_after=86_400).wait_s(0.2) == 300
+    assert CohortAPIError(503, "busy").wait_s(0.8) == 0.8
 
 
 def test_log_never_waits_for_an_unreachable_server(tmp_path, capsys, recwarn):
