@@ -47,15 +47,18 @@ def report_gpu_worker(sender, **kwargs) -> None:
 
 @shared_task(name="workers.tasks.reap_stale_runs_task")
 def reap_stale_runs_task() -> list[int]:
-    """Marks runs whose worker stopped sending heartbeats `interrupted` (resumable)."""
+    """Marks runs whose worker stopped sending heartbeats `interrupted` (resumable), and runs trained
+    elsewhere whose trainer stopped posting `lost`; their ids."""
     from webapp.alerts.services import check_stalled
+    from webapp.runs.lost import external_runs_mark_lost
     from webapp.runs.services import runs_reap_stale
 
     try:
         check_stalled()  # first: a `stalled` alert tells of a silent worker before the reaper acts
     except Exception:  # alerts must never keep the reaper from its job
         logging.getLogger(__name__).exception("checking stalled-run alerts failed")
-    return runs_reap_stale(timeout=dt.timedelta(seconds=settings.COHORT_HEARTBEAT_TIMEOUT_S))
+    reaped = runs_reap_stale(timeout=dt.timedelta(seconds=settings.COHORT_HEARTBEAT_TIMEOUT_S))
+    return reaped + external_runs_mark_lost(stale_after=dt.timedelta(seconds=settings.COHORT_EXTERNAL_STALE_AFTER))
 
 
 @shared_task(name="workers.tasks.import_dataset_task")

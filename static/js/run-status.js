@@ -13,6 +13,8 @@
     if (cancel) cancel.hidden = !["queued", "running", "interrupted"].includes(runState);
     const resume = document.getElementById("resume-form");
     if (resume) resume.hidden = !["interrupted", "failed"].includes(runState);
+    const lost = document.getElementById("lost-note");  // a run trained elsewhere whose trainer went silent
+    if (lost) lost.hidden = runState !== "lost";
     if (currentStep !== undefined && currentStep !== null) document.getElementById("run-step").textContent = currentStep;
     // "Run N is queued." was true when the page loaded; once the run moved on it would mislead.
     if (runState !== "queued") document.querySelectorAll(".messages li.run-queued").forEach((li) => li.remove());

@@ -33,11 +33,13 @@ from django.utils import timezone
 from trainer.algorithms.metrics import group_reward_variance, intra_group_similarity, zero_variance_share
 from webapp.runs.ingest import finite_or_none, step_events_ingest
 from webapp.runs.launch_limits import limits_check_external
+from webapp.runs.lost import run_reopen
 from webapp.runs.messages import StatusNotice, notice_send, step_notices_send
 from webapp.runs.models import EXTERNAL_PROGRAM, Program, Run, StepMetric, Task
 
 DEFAULT_MODULE = "completion"  # TRL's one module: the policy's completion of a prompt
 FINAL_STATES = (Run.State.SUCCEEDED.value, Run.State.FAILED.value)  # where its trainer may end it
+OPEN_STATES = (Run.State.RUNNING, Run.State.LOST)  # a lost run's trainer may post again (webapp/runs/lost.py)
 MAX_ERROR_CHARS = 10_000
 # Intra-group similarity compares every pair of a group's completions: a 4,096-rollout group would be 8.4
 # million token F1s in one request. A larger group is measured on this many members, evenly spaced (the
@@ -117,7 +119,7 @@ def external_run_finish(run: Run, *, state: str, error: str = "") -> Run:
         run.refresh_from_db()
         if run.state == state:
             return run
-        if run.state != Run.State.RUNNING:
+        if run.state not in OPEN_STATES:
             raise ExternalConflict(f"Run {run.pk} already ended {run.state}; it cannot end {state} as well.")
         if run.transition(state, error=error[:MAX_ERROR_CHARS], finished_at=timezone.now()):
             notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state,
@@ -141,8 +143,8 @@ def external_steps_log(run: Run, steps: list[dict[str, Any]]) -> dict[str, list[
 
     `steps` are checked already (webapp/api/logging_input.py): each {"step", "metrics", "rollouts"}; of
     one step number given twice, the first is stored (a retry within the post). A step already stored is skipped whatever the run's state, so a retry after finishing succeeds;
-    a new step of a run that is no longer running is an ExternalConflict, and so is any step of a
-    run Cohort trains. Every call marks the run alive (its heartbeat). Watchers of the run page get
+    a new step of a run that is no longer running (nor lost: that reopens it) is an ExternalConflict,
+    and so is any step of a run Cohort trains. Every call marks the run alive (its heartbeat). Watchers of the run page get
     a step notice per stored step after the commit, as from the worker.
     """
     _check_external(run, "logged step by step")
@@ -153,9 +155,11 @@ def external_steps_log(run: Run, steps: list[dict[str, Any]]) -> dict[str, list[
     events = [step_event(step, attempt=run.attempt) for step in fresh]  # the costly part: before the lock
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        if locked.state != Run.State.RUNNING:  # it ended meanwhile: only steps another post stored are fine
+        if locked.state not in OPEN_STATES:  # it ended meanwhile: only steps another post stored are fine
             stored = _stored_steps(locked, numbers)
             _check_running(locked, [step for step in fresh if step["step"] not in stored])
+        if fresh:
+            run_reopen(locked)  # a lost run's trainer is back
         rows = step_events_ingest(locked, events)
         Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
         if rows:
@@ -170,7 +174,7 @@ def _stored_steps(run: Run, numbers: list[int]) -> set[int]:
 
 
 def _check_running(run: Run, fresh: list[dict[str, Any]]) -> None:
-    if fresh and run.state != Run.State.RUNNING:
+    if fresh and run.state not in OPEN_STATES:
         numbers = ", ".join(str(step["step"]) for step in fresh[:10]) + (", ..." if len(fresh) > 10 else "")
         raise ExternalConflict(f"Run {run.pk} is {run.state}: it takes no new step (not stored: {numbers}). "
                                "A step it already stored is answered as skipped.")

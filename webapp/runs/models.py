@@ -99,8 +99,10 @@ class Run(models.Model):
     `cancelling` is cooperative: the trainer stops at the next step boundary.
 
     A run trained elsewhere (`origin` other than "cohort", webapp/runs/external.py) is created
-    `running` and only ever goes to succeeded or failed, when its trainer says so through the API:
-    Cohort has no worker to cancel, reap or resume it.
+    `running` and goes to succeeded or failed when its trainer says so through the API: Cohort has no
+    worker to cancel, reap or resume it. When its trainer posts nothing for COHORT_EXTERNAL_STALE_AFTER
+    (killed, its machine gone) it is `lost`; its next post makes it `running` again, and its finish
+    still ends it (webapp/runs/lost.py).
     """
 
     class State(models.TextChoices):
@@ -111,10 +113,12 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         INTERRUPTED = "interrupted"
+        LOST = "lost"  # a run trained elsewhere whose trainer stopped posting
 
     TRANSITIONS: dict[str, frozenset[str]] = {
         State.QUEUED: frozenset({State.RUNNING, State.CANCELLED, State.FAILED}),
-        State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLING, State.INTERRUPTED}),
+        State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLING, State.INTERRUPTED, State.LOST}),
+        State.LOST: frozenset({State.RUNNING, State.SUCCEEDED, State.FAILED}),
         State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED}),
         State.INTERRUPTED: frozenset({State.QUEUED, State.CANCELLED}),
         State.FAILED: frozenset({State.QUEUED}),
