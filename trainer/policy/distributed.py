@@ -27,6 +27,7 @@ import datetime
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,16 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+# Imported here, before any process group exists, on purpose: torch.distributed.nn.functional binds
+# `group=group.WORLD` as default arguments when it is first imported, and transformers imports it. First
+# imported after a rank joined (a rank that loads transformers lazily), those defaults hold the default
+# group for good, so `destroy_process_group()` cannot free it: gloo's worker and socket threads outlive
+# teardown into interpreter shutdown, where a worker dropping its last finished collective needs the GIL,
+# CPython ends that thread (pthread_exit unwinding through a noexcept frame) and the rank dies of SIGABRT
+# ("terminate called without an active exception") after its work is done, more often on a busy CPU
+# (tests/trainer/policy/test_distributed_teardown.py).
+import torch.distributed.nn.functional  # noqa: F401  (before init_process_group: see above)
 
 T = TypeVar("T")
 
@@ -97,8 +108,18 @@ def init(ranks: Ranks, device: torch.device, *, alone: bool = False) -> None:
 
 
 def shutdown() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Leaves the process group and joins its threads, so none is alive when the interpreter exits (a
+    gloo thread still running then can abort the process: see the import of torch.distributed.nn above).
+    No final barrier: a rank whose peer failed must not wait here for it."""
+    if not dist.is_initialized():
+        return
+    group = dist.group.WORLD
+    dist.destroy_process_group()
+    # Another holder of the group keeps its threads alive past this point (nothing in torch 2.13 can
+    # join them but the group's destructor): say so, since the rank may then abort at exit.
+    if sys.getrefcount(group) > 2:
+        warnings.warn("the process group outlives destroy_process_group(): something still holds it, so "
+                      "its threads may abort this process at exit", RuntimeWarning, stacklevel=2)
 
 
 def die_with_launcher() -> None:
