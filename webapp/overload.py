@@ -23,18 +23,19 @@ from django.core.signals import got_request_exception
 from django.db import OperationalError
 from django.dispatch import receiver
 from django.http import HttpResponse, JsonResponse
+from django.utils.html import escape
 
 _UNAVAILABLE = "_cohort_database_unavailable"
 MESSAGE = "Cohort is busy: the database could not take this request now. Nothing was stored; ask again shortly."
 
 
-def unavailable_response(request, retry_after_s: int | None = None) -> HttpResponse:
+def unavailable_response(request, message: str = MESSAGE) -> HttpResponse:
     """503 with Retry-After: JSON for the API and for a client that asks for JSON, a short page otherwise."""
-    wait = str(retry_after_s or settings.COHORT_RETRY_AFTER_S)
+    wait = str(settings.COHORT_RETRY_AFTER_S)
     if request.path.startswith("/api/") or "json" in request.headers.get("Accept", ""):
-        response = JsonResponse({"detail": MESSAGE}, status=503)
+        response = JsonResponse({"detail": message}, status=503)
     else:
-        response = HttpResponse(f"<!doctype html><title>Busy</title><h1>Busy</h1><p>{MESSAGE}</p>",
+        response = HttpResponse(f"<!doctype html><title>Busy</title><h1>Busy</h1><p>{escape(message)}</p>",
                                 status=503, content_type="text/html; charset=utf-8")
     response["Retry-After"] = wait
     return response

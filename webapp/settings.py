@@ -197,11 +197,16 @@ COHORT_SQLITE_WRITER_YIELDS = SERVER_PROCESS
 # What an overloaded server tells a client to wait before asking again (webapp/overload.py).
 COHORT_RETRY_AFTER_S = env.int("COHORT_RETRY_AFTER_S", default=2)
 # The logging API's budgets (webapp/api/budget.py): steps posts stored at once (SQLite writes one at
-# a time anyway: two let one be prepared while the other writes), how long one waits for its turn
+# a time anyway: two let one be prepared while the other writes; the server's Python runs one thread at
+# a time, so more than 4 only starve its websockets and pages), how long one waits for its turn
 # before a 503 (a load the server can work through is queued, not refused: under the SDK's 60 s
 # request timeout), and the requests one token may make (a 429 past it; DRF's rate format).
-COHORT_LOGGING_CONCURRENCY = env.int("COHORT_LOGGING_CONCURRENCY", default=2 if _db["ENGINE"] == "webapp.db.sqlite3" else 8)
+COHORT_LOGGING_CONCURRENCY = env.int("COHORT_LOGGING_CONCURRENCY", default=2 if _db["ENGINE"] == "webapp.db.sqlite3" else 4)
 COHORT_LOGGING_QUEUE_WAIT_S = env.float("COHORT_LOGGING_QUEUE_WAIT_S", default=45.0)
+# One token's steps posts in the server at once (waiting or being stored); one more is a 429 at once.
+# As many as the slots: twice as many stored 1.4x the rollouts/s on SQLite but doubled the run page's
+# p95 on both databases (docs/lab-load.md), and pages come first.
+COHORT_LOGGING_PER_TOKEN = env.int("COHORT_LOGGING_PER_TOKEN", default=COHORT_LOGGING_CONCURRENCY)
 COHORT_LOGGING_RATE = env.str("COHORT_LOGGING_RATE", default="50/s")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -228,6 +233,9 @@ CHANNEL_LAYERS = {
             # went away is still noticed (its host resets the connection, or the read times out).
             "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
             "prefix": env.str("CHANNELS_PREFIX", default="cohort"),
+            # A watcher's channel holds this many notices before channels_redis drops new ones: one post
+            # of 50 steps is 50 at once, and a watcher on a busy server drains them late (issue 43).
+            "capacity": 1000,
         },
     }
 }

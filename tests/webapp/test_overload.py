@@ -87,7 +87,7 @@ def _role_exists(cursor, role: str) -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_a_crowd_of_step_posts_gets_no_5xx_and_every_step_is_stored_once(tmp_path, owner, crowded_server_env):
     make_task("toy_format")
-    token = token_create(user=owner, name="crowd")[1]
+    tokens = [token_create(user=owner, name=f"trainer {n}")[1] for n in range(CLIENTS)]  # one per trainer: a lab
     answers: Counter[tuple[str, int]] = Counter()
     failures: list[str] = []
     run_ids: list[int] = []
@@ -95,6 +95,7 @@ def test_a_crowd_of_step_posts_gets_no_5xx_and_every_step_is_stored_once(tmp_pat
 
     def client(number: int, url: str) -> None:
         try:
+            token = tokens[number]
             status, run = post(url, token, "external/runs/", {"client_id": f"crowd-{number}", "task": "toy_format"})
             answers["create", status] += 1
             if status != 201:

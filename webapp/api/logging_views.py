@@ -20,7 +20,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from webapp.api import logging_input, logging_schema, present, schema, selectors
-from webapp.api.budget import LoggingRateThrottle, logging_slot
+from webapp.api.budget import LoggingRateThrottle, upload_turn
 from webapp.api.parsers import json_parser
 from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
 from webapp.projects.models import Role
@@ -82,6 +82,7 @@ def _own_run(request, run_id: int):
     return run
 
 
+@upload_turn  # outermost: a post waiting for its turn has not authenticated yet, so it holds no connection
 @extend_schema(operation_id="run_steps_log", request=logging_schema.StepsLogSerializer,
                responses=logging_schema.run_responses(logging_schema.StepsLoggedSerializer, (
                    "A run Cohort trains (it takes no logged steps), or a new step of a run that has ended.")))
@@ -94,8 +95,7 @@ def run_steps_log(request, run_id: int):
     run = _own_run(request, run_id)
     steps = logging_input.steps_values(request.data)
     try:
-        with logging_slot():  # at most COHORT_LOGGING_CONCURRENCY at once: pages keep their connections
-            result = external_steps_log(run, steps)
+        result = external_steps_log(run, steps)
     except ExternalConflict as conflict:
         return Response({"detail": str(conflict)}, status=409)
     return Response({"run": run.pk, **result})

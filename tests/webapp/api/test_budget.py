@@ -5,9 +5,11 @@ COHORT_LOGGING_QUEUE_WAIT_S gets a 503 with Retry-After, and nothing of it is st
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from django.core.cache import cache
+from django.test import Client, RequestFactory
 
 from tests.webapp.runs.factories import make_task
 from webapp.api import budget
@@ -26,6 +28,7 @@ def post(client, url: str, body: dict):
 def fresh_budgets(monkeypatch):
     cache.clear()  # the throttle's history
     monkeypatch.setattr(budget, "_slots", None)  # the slots, sized from the settings at first use
+    monkeypatch.setattr(budget, "_in_flight", Counter())
     yield
     cache.clear()
 
@@ -50,8 +53,32 @@ def test_a_steps_post_past_the_upload_slots_is_a_503_with_retry_after_and_stores
     client = api_client(owner)
     run_id = post(client, CREATE, {"client_id": "busy", "task": "toy_format"}).json()["id"]
     steps = {"steps": [{"step": 1, "metrics": {"loss": 1.0}}]}
-    with budget.logging_slot():  # another upload holds the one slot
+    slots = budget._semaphore()
+    assert slots.acquire(timeout=5)  # another upload holds the one slot
+    try:
         busy = post(client, f"/api/runs/{run_id}/steps/", steps)
+    finally:
+        slots.release()
     assert (busy.status_code, busy["Retry-After"]) == (503, "2") and "nothing was stored" in busy.json()["detail"]
     assert not StepMetric.objects.filter(run_id=run_id).exists()
     assert post(client, f"/api/runs/{run_id}/steps/", steps).json()["stored"] == [1]
+
+
+def test_a_token_with_its_share_of_posts_in_the_server_gets_a_429_at_once_and_others_go_on(token_for, owner,
+                                                                                          settings):
+    settings.COHORT_LOGGING_PER_TOKEN = 1
+    make_task("toy_format")
+    keys = {name: token_for(owner, name) for name in ("sweep", "other")}
+    clients = {name: Client(headers={"Authorization": f"Bearer {key}"}) for name, key in keys.items()}
+    run_id = post(clients["sweep"], CREATE, {"client_id": "sweep", "task": "toy_format"}).json()["id"]
+    steps = {"steps": [{"step": 1, "metrics": {"loss": 1.0}}]}
+    sweep = RequestFactory().post("/", headers={"Authorization": f"Bearer {keys['sweep']}"})
+    budget._in_flight[budget._client_key(sweep)] = 1  # the sweep's token has a post in the server already
+    refused = post(clients["sweep"], f"/api/runs/{run_id}/steps/", steps)
+    assert (refused.status_code, refused["Retry-After"]) == (429, "2") and "1 uploads in the server" in refused.json()["detail"]
+    assert not StepMetric.objects.filter(run_id=run_id).exists()
+    other_run = post(clients["other"], CREATE, {"client_id": "other", "task": "toy_format"}).json()["id"]
+    assert post(clients["other"], f"/api/runs/{other_run}/steps/", steps).json()["stored"] == [1]
+    budget._in_flight.clear()  # the sweep's post ended
+    assert post(clients["sweep"], f"/api/runs/{run_id}/steps/", steps).json()["stored"] == [1]
+    assert not budget._in_flight  # every post counted out again
