@@ -54,7 +54,8 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.dashboard import PYTHON, LoadSampler, Stack, machine, screenshot  # noqa: E402
+from benchmarks.dashboard import LoadSampler, machine, screenshot  # noqa: E402
+from benchmarks.servers import PYTHON, Stack  # noqa: E402
 
 TASK = "toy_format"
 COHORT_NAME = "cohort toy_format"

@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-READY = "Cohort is running at"
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.servers import READY, free_port, interrupt_group  # noqa: E402
+
 WRAPPER = """#!/bin/bash
 # make's SHELL: runs the recipe line, then logs its wall time
 start=$(date +%s.%N)
@@ -33,12 +34,6 @@ rc=$?
 echo "$(date +%s.%N) $start $rc $(printf '%s' "${@: -1}" | tr '\n' ' ')" >> "$PHASES_LOG"  # one line a command
 exit $rc
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure(ref: str, timeout_s: float) -> dict:
@@ -65,11 +60,7 @@ def measure(ref: str, timeout_s: float) -> dict:
             if time.time() - started > timeout_s:
                 break
     finally:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        interrupt_group(process)  # make run's stack stops what it started, as on Ctrl-C
     commands = []
     for row in phases_log.read_text().splitlines() if phases_log.exists() else []:
         end, start, _rc, command = row.split(" ", 3)

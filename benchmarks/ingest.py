@@ -31,16 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -50,13 +47,17 @@ from psycopg.types.json import Jsonb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.servers import (  # noqa: E402
+    close_django_connections,
+    django_setup,
+    throwaway_database,
+)
 from trainer.algorithms.advantages import grpo_advantages  # noqa: E402
 from trainer.algorithms.groups import assign_advantages, group_reward_arrays  # noqa: E402
 from trainer.algorithms.propagation import mhgpo_groups, propagate_rewards  # noqa: E402
 from trainer.rollouts.sampling import LinearChain, fork_on_first  # noqa: E402
 from trainer.rollouts.trajectory import jsonable  # noqa: E402
 
-DEFAULT_SERVER_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 BENCH_DATABASE = "cohort_bench_ingest"
 MODULES = ("rewriter", "reranker", "answerer")
 ROLLOUTS = 4  # MHGPO group size G: 4 rollouts per question, so groups of 4 per module
@@ -65,60 +66,6 @@ TARGET_RATIO = 2.0
 WORDS = ("the", "of", "retrieval", "passage", "answer", "question", "which", "river", "born", "city",
          "population", "century", "museum", "novel", "author", "first", "largest", "capital", "film",
          "directed", "by", "in", "was", "is", "a", "team", "season", "league", "album", "released")
-
-
-# --- Throwaway database (also used by benchmarks/stream_latency.py) ----------------------------
-
-
-def server_url() -> str:
-    return os.environ.get("DATABASE_URL") or DEFAULT_SERVER_URL
-
-
-def url_with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-
-
-@contextmanager
-def throwaway_database(name: str) -> Iterator[str]:
-    """Creates database `name` on DATABASE_URL's server, yields its URL, drops it afterwards.
-
-    Only `cohort_bench_*` names are accepted: other databases on a shared server (a test run's)
-    must never be dropped by a benchmark.
-    """
-    if not name.startswith("cohort_bench_"):
-        raise ValueError(f"benchmark databases are named cohort_bench_*, not {name!r}")
-    url = server_url()
-    if not urlsplit(url).scheme.startswith("postgres"):
-        raise SystemExit(f"DATABASE_URL must name a PostgreSQL server for this benchmark, not {url!r}")
-    admin_url = url_with_database(url, "postgres")
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(drop)  # left over by an interrupted run
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield url_with_database(url, name)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(drop)
-
-
-def django_setup(database_url: str) -> None:
-    """Points the settings at `database_url` (before they are read) and migrates it."""
-    os.environ["DATABASE_URL"] = database_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "webapp.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-
-
-def close_django_connections() -> None:
-    from django.db import connections
-
-    connections.close_all()
 
 
 def make_run(username: str = "bench"):

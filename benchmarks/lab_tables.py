@@ -170,19 +170,6 @@ def measure_all(user, seeded: dict, repeat: int) -> dict:
     return {"results": results, "visible": visible}
 
 
-@contextlib.contextmanager
-def throwaway(name: str):
-    """The URL of a fresh database: `name` on DATABASE_URL's PostgreSQL server, else a temporary SQLite file."""
-    if os.environ.get("DATABASE_URL"):
-        from benchmarks.ingest import throwaway_database
-
-        with throwaway_database(name) as url:
-            yield url
-    else:
-        with tempfile.TemporaryDirectory(prefix="cohort-bench-lab-") as folder:
-            yield f"sqlite:///{folder}/bench.sqlite3"
-
-
 def emit(value) -> None:
     print(json.dumps(value), flush=True)
 
@@ -191,7 +178,7 @@ def measure_only(args) -> None:
     """Seed and measure the code under --code-root, in this process, and print a table. With --json (how
     `main` runs it): print what it measures as one JSON line, then answer each `[name, n, warm]` line of
     stdin with `sample`'s timings (one JSON line), until `null`; the parent decides the order."""
-    from benchmarks.ingest import django_setup
+    from benchmarks.servers import django_setup, throwaway
 
     with throwaway(args.database) as url:
         django_setup(url)  # migrate

@@ -47,7 +47,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import django_setup, mhgpo_step_event, throwaway_database  # noqa: E402
+from benchmarks.ingest import mhgpo_step_event  # noqa: E402
+from benchmarks.servers import django_setup, throwaway_database  # noqa: E402
 from trainer.algorithms.advantages import grpo_advantages  # noqa: E402
 from trainer.algorithms.grouping import form_module_level_groups  # noqa: E402
 from trainer.algorithms.groups import assign_advantages, group_reward_arrays  # noqa: E402

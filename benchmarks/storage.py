@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import django_setup, throwaway_database  # noqa: E402
+from benchmarks.servers import django_setup, throwaway_database  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_storage"
 BATCH = 20_000  # calls per COPY

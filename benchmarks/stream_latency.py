@@ -27,15 +27,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
@@ -44,53 +38,19 @@ from websockets.sync.client import connect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import (  # noqa: E402
+from benchmarks.ingest import make_run, mhgpo_step_event  # noqa: E402
+from benchmarks.servers import (  # noqa: E402
     close_django_connections,
+    daphne,
     django_setup,
-    make_run,
-    mhgpo_step_event,
+    session_cookie,
     throwaway_database,
 )
-from webapp.processes import die_with_parent, stop_process_group  # noqa: E402
-from webapp.stack import free_local_port  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_stream"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/9"
 CHANNELS_PREFIX = "cohort-bench-stream"
 TARGET_P95_MS = 100.0
-
-
-# --- daphne -------------------------------------------------------------------------------------
-
-
-@contextmanager
-def daphne(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[int]:
-    """daphne serving the ASGI app on a free loopback port; yields the port once /healthz answers."""
-    port = free_local_port()
-    with tempfile.NamedTemporaryFile(prefix="cohort-bench-daphne-", suffix=".log") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
-        )
-        try:
-            deadline = time.monotonic() + timeout_s
-            while not _answers(f"http://127.0.0.1:{port}/healthz"):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"daphne did not start:\n{Path(log.name).read_text()[-4000:]}")
-                time.sleep(0.2)
-            yield port
-        finally:
-            stop_process_group(process)
-
-
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=1)
-        return True
-    except urllib.error.HTTPError:  # it answered (503: a dependency is down): the server is up
-        return True
-    except OSError:
-        return False
 
 
 # --- The websocket client -----------------------------------------------------------------------
@@ -161,15 +121,6 @@ class NoticeClient:
 
 
 # --- Measuring ----------------------------------------------------------------------------------
-
-
-def session_cookie(user) -> str:
-    from django.conf import settings
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
 
 
 def store_and_notify(run, event) -> tuple[int, float, float]:

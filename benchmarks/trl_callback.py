@@ -35,8 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-from benchmarks.ingest import close_django_connections, django_setup, throwaway_database  # noqa: E402
-from benchmarks.stream_latency import daphne  # noqa: E402
+from benchmarks.servers import close_django_connections, daphne, django_setup, throwaway_database  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_trl"
 TARGET_RATIO = 1.02
