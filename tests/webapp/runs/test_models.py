@@ -15,6 +15,8 @@ ALLOWED = {
     (S.CANCELLING, S.CANCELLED), (S.CANCELLING, S.SUCCEEDED), (S.CANCELLING, S.FAILED),
     (S.INTERRUPTED, S.QUEUED), (S.INTERRUPTED, S.CANCELLED),
     (S.FAILED, S.QUEUED),
+    # A run trained elsewhere whose trainer went silent, and came back or finished (webapp/runs/lost.py).
+    (S.RUNNING, S.LOST), (S.LOST, S.RUNNING), (S.LOST, S.SUCCEEDED), (S.LOST, S.FAILED),
 }
 ALL_PAIRS = list(itertools.product(S.values, S.values))
 
