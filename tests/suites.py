@@ -50,7 +50,9 @@ DATABASE_FIXTURES = frozenset({
 # engine's tests, the trainer's own (no Django at all) and the benchmarks' (fresh-ci on a fast day: the
 # services suite 888 s and the embedded one 1,091 s with cohort/'s tests, 118 s, in the embedded one).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
-EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/benchmarks/", "tests/cohort/test_trl.py")
+# tests/webapp/db/ tests the SQLite backend itself (webapp/db/sqlite3): it runs where SQLite is.
+EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/benchmarks/", "tests/cohort/test_trl.py",
+                                        "tests/webapp/db/")
 
 
 def touches_database(item: pytest.Item) -> bool:

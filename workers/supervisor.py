@@ -30,7 +30,7 @@ from trainer.run.cli import STOP_FILE
 from webapp.datasets.export import ExportError, task_export
 from webapp.limits.model_allowlist import trainer_environment
 from webapp.runs.ingest import step_events_ingest
-from webapp.runs.messages import StatusNotice, notice_send, step_notices_send
+from webapp.runs.messages import notice_send, status_notice, step_notices_send
 from webapp.runs.models import Run
 from webapp.runs.prompt_phase import run_record_prompt_events
 from webapp.runs.services import (
@@ -231,9 +231,7 @@ class Supervisor:
 
     def notify_status(self) -> str:
         with_database(f"reading run {self.run.pk}", self.run.refresh_from_db)
-        notice: StatusNotice = {"type": "status", "run": self.run.pk, "state": self.run.state,
-                                "current_step": self.run.current_step, "error": self.run.error}
-        notify(self.run.pk, notice)
+        notify(self.run.pk, status_notice(self.run))
         return self.run.state
 
     def _stderr_tail(self, limit: int = 4000) -> str:
@@ -252,9 +250,7 @@ def supervise_next(worker_name: str) -> str:
         with_database("waking a worker that fits", lambda: wake_worker_that_fits(worker_name, gpu_mem, gpu_count))
         return "not claimed"
     # An open run page sees queued -> running without reloading.
-    notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step,
-                            "error": run.error}
-    notify(run.pk, notice)
+    notify(run.pk, status_notice(run))
     return Supervisor(run).supervise()
 
 

@@ -1,17 +1,20 @@
 """The run page of a run trained elsewhere, in a real browser against the real ASGI app: its origin and
 why it has no Cancel or Resume, its charts growing as its trainer posts steps through the logging API,
-its end shown live, and its groups in the group inspector."""
+its end shown live, its groups in the group inspector, and the run turning lost and back live."""
 
+import datetime as dt
 import json
 import urllib.request
 
 import pytest
+from django.utils import dateformat, timezone
 
 from tests.browser.session import PASSWORD, log_in, off_playwright_thread
 from tests.suites import UI_ONLY
 from webapp.api.services import token_create
 from webapp.runs.external import external_run_start, external_steps_log
-from webapp.runs.models import Group
+from webapp.runs.lost import external_runs_mark_lost
+from webapp.runs.models import Group, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
 
@@ -62,3 +65,27 @@ def test_an_external_runs_page_is_live_says_why_it_has_no_cancel_and_shows_its_g
     members = page.inner_text("#members")
     assert "word 1 try 0." in members and "word 1 try 1." in members
     assert "regex_match" in page.content() and "exact_match" in page.content()
+
+
+def test_a_lost_runs_page_says_so_live_and_since_when_and_its_next_post_reopens_it(page, asgi_server, make_user):
+    alice = make_user("alice", password=PASSWORD)
+    token = token_create(user=alice, name="sdk")[1]
+    run, _ = external_run_start(alice, client_id="sdk-1", task="toy_format", name="sdk run")
+    external_steps_log(run, [logged_step(1)])
+    log_in(page, asgi_server, "alice")
+    page.goto(f"{asgi_server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.querySelector('#chart-reward')?.dataset.points === '1'")
+    assert not page.is_visible("#lost-note")
+
+    # The reaper's beat finds its trainer silent: the open page turns lost and says since when.
+    off_playwright_thread(lambda: external_runs_mark_lost(stale_after=dt.timedelta(0)))
+    page.wait_for_function("() => document.getElementById('run-state').textContent === 'lost'")
+    assert page.is_visible("#lost-note") and "posted nothing since" in page.inner_text("#lost-note")
+    last_post = dateformat.format(timezone.localtime(Run.objects.get(pk=run.pk).heartbeat_at), "c")
+    assert page.get_attribute("#lost-note time", "datetime") == last_post
+
+    # Its trainer posts again: running, the note gone, the step drawn.
+    off_playwright_thread(lambda: post(f"{asgi_server}/api/runs/{run.pk}/steps/", token, {"steps": [logged_step(2)]}))
+    page.wait_for_function("() => document.getElementById('run-state').textContent === 'running'")
+    page.wait_for_function("() => document.querySelector('#chart-reward')?.dataset.points === '2'")
+    assert not page.is_visible("#lost-note")

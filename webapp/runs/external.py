@@ -34,7 +34,7 @@ from trainer.algorithms.metrics import group_reward_variance, intra_group_simila
 from webapp.runs.ingest import finite_or_none, step_events_ingest
 from webapp.runs.launch_limits import limits_check_external
 from webapp.runs.lost import run_reopen
-from webapp.runs.messages import StatusNotice, notice_send, step_notices_send
+from webapp.runs.messages import notice_send, status_notice, step_notices_send
 from webapp.runs.models import EXTERNAL_PROGRAM, Program, Run, StepMetric, Task
 
 DEFAULT_MODULE = "completion"  # TRL's one module: the policy's completion of a prompt
@@ -122,9 +122,7 @@ def external_run_finish(run: Run, *, state: str, error: str = "") -> Run:
         if run.state not in OPEN_STATES:
             raise ExternalConflict(f"Run {run.pk} already ended {run.state}; it cannot end {state} as well.")
         if run.transition(state, error=error[:MAX_ERROR_CHARS], finished_at=timezone.now()):
-            notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state,
-                                    "current_step": run.current_step, "error": run.error}
-            transaction.on_commit(partial(notice_send, run.pk, notice))
+            transaction.on_commit(partial(notice_send, run.pk, status_notice(run)))
             return run
     raise ExternalConflict(f"Run {run.pk} kept changing state; try again.")
 

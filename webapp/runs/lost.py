@@ -12,11 +12,12 @@ its next steps reopen the run (`running`), and its finish ends it as it says.
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.runs.messages import StatusNotice, notice_send
+from webapp.runs.messages import notice_send, status_notice
 from webapp.runs.models import Run
 
 
@@ -40,6 +41,4 @@ def run_reopen(run: Run) -> bool:
 
 
 def _notify(run: Run) -> None:
-    notice: StatusNotice = {"type": "status", "run": run.pk, "state": run.state,
-                            "current_step": run.current_step, "error": run.error}
-    transaction.on_commit(lambda: notice_send(run.pk, notice))
+    transaction.on_commit(partial(notice_send, run.pk, status_notice(run)))

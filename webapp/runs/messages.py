@@ -49,6 +49,11 @@ def run_group_name(run_id: int) -> str:
     return f"run-{run_id}"
 
 
+def status_notice(run: Any) -> StatusNotice:
+    """The `status` notice of a run as it is now (a Run: its state, step and error)."""
+    return {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step, "error": run.error}
+
+
 def notice_send(run_id: int, notice: dict[str, Any]) -> None:
     """Best effort: the websocket is a notification channel; a lost notice is refetched by the page
     (steps, status) or shown on its next load (alerts). Redis down never stops training or ingest."""

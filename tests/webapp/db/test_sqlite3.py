@@ -4,6 +4,7 @@ past COHORT_SQLITE_WRITE_WAIT_S raises DatabaseBusy (a 503 to the client), and n
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,17 +13,25 @@ import pytest
 from django.db import connection, connections, transaction
 
 from tests.conftest import ROOT, service_env
+from tests.suites import SUITE_ENV
 from tests.webapp.runs.factories import make_run
 from webapp.db.sqlite3.base import DatabaseBusy
 from webapp.runs.models import Run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    # Run once, in the embedded suite (tests/suites.py EMBEDDED_ONCE_PATHS): the backend under test is SQLite's.
+    pytest.mark.backend_neutral(reason="tests Cohort's SQLite backend itself; PostgreSQL has row locks and a pool"),
+]
 
 
 @pytest.fixture(autouse=True)
-def sqlite_only():
+def on_sqlite():
+    """In CI's embedded suite a database other than SQLite is a broken setup: a failure, never a skip."""
     if connection.vendor != "sqlite":
-        pytest.skip("the writer queue is the SQLite backend's; PostgreSQL has row locks and a pool instead")
+        if os.environ.get(SUITE_ENV):
+            pytest.fail(f"{SUITE_ENV}={os.environ[SUITE_ENV]} runs this SQLite backend test on {connection.vendor}")
+        pytest.skip("a plain `make test` on PostgreSQL: this tests the SQLite backend")
 
 
 class HeldWriter(threading.Thread):
