@@ -66,12 +66,15 @@
 
   // Replaces one series' data (an HTTP page); call draw(div) after the last one.
   // `color`: the series' palette slot when it must match other charts (compare: one color per run);
-  // by default its position in this chart.
-  function setSeries(div, name, { key, steps, y, t = null, tokens = null, long = false, color = null }) {
+  // by default its position in this chart. `band`: {low, high} per step, drawn as a filled area around
+  // the series (compare: a group of seeds, `y` its mean); `hover`: the text its points show on hover.
+  function setSeries(div, name, { key, steps, y, t = null, tokens = null, long = false, color = null,
+                                  band = null, hover = null }) {
     const chart = chartOf(div);
     const s = seriesOf(chart, name, key, long);
     Object.assign(s, { key, steps: steps.slice(), y: y.slice(), t: t ? t.slice() : null,
-                       tokens: tokens ? tokens.slice() : null, long: s.long || long, color });
+                       tokens: tokens ? tokens.slice() : null, long: s.long || long, color,
+                       band: band ? { low: band.low.slice(), high: band.high.slice() } : null, hover });
   }
 
   function draw(div) {

@@ -3,7 +3,9 @@
 // marks the tests and run-sections.js read.
 //
 // Trace order: the raw traces (one per series, in the order they were added) come first, then, when
-// smoothing is on, the smoothed ones, so data[i] is always series i's raw data.
+// smoothing is on, the smoothed ones, so data[i] is always series i's raw data; last, for each series
+// with a band (a group of seeds on the compare page), its lower edge and its upper edge filled down to
+// it ("tonexty"), in the series' color, neither in the legend nor hoverable.
 (function () {
   "use strict";
 
@@ -19,6 +21,13 @@
   function visible(chart, s) { return chart.hidden.has(s.name) ? "legendonly" : true; }
   function colorOf(s, index) { return PALETTE[(s.color ?? index) % PALETTE.length]; }
 
+  const BAND_ALPHA = 0.2;
+
+  // A series' own hover text (a group's label, size and runs) above its value.
+  function hoverOf(s) {
+    return s.hover ? { hovertemplate: `${s.hover}<br>%{y:.4~g}<extra></extra>` } : {};
+  }
+
   function rawTrace(chart, s, index) {
     const smooth = page.view.smoothing > 0;
     const color = colorOf(s, index);
@@ -26,7 +35,7 @@
       type: s.long ? "scattergl" : "scatter", mode: s.long ? "lines" : "lines+markers", name: s.name, meta: s.key,
       x: cv.xs(s), y: s.y.slice(), customdata: s.steps.slice(), legendgroup: s.name, showlegend: !smooth,
       opacity: smooth ? RAW_OPACITY : 1, line: { color }, marker: { size: 4, color }, connectgaps: false,
-      hoverinfo: smooth ? "skip" : undefined, visible: visible(chart, s),
+      hoverinfo: smooth ? "skip" : undefined, visible: visible(chart, s), ...(smooth ? {} : hoverOf(s)),
     };
   }
 
@@ -35,14 +44,31 @@
     return {
       type: s.long ? "scattergl" : "scatter", mode: "lines", name: s.name, meta: s.key, x: cv.xs(s),
       y: cv.ema(s.y, page.view.smoothing), customdata: s.steps.slice(), legendgroup: s.name, showlegend: true,
-      line: { color, width: 2 }, connectgaps: false, visible: visible(chart, s),
+      line: { color, width: 2 }, connectgaps: false, visible: visible(chart, s), ...hoverOf(s),
     };
+  }
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+  }
+
+  // A band's two edges (smoothed as the series is, so the band stays around the drawn curve).
+  function bandTraces(chart, s, index) {
+    const color = colorOf(s, index);
+    const edge = (ys) => (page.view.smoothing > 0 ? cv.ema(ys, page.view.smoothing) : ys.slice());
+    const common = { type: s.long ? "scattergl" : "scatter", mode: "lines", name: s.name, legendgroup: s.name,
+                     showlegend: false, hoverinfo: "skip", hoveron: "points", x: cv.xs(s), connectgaps: false,
+                     line: { width: 0, color }, visible: visible(chart, s) };
+    return [{ ...common, y: edge(s.band.low), cohortBand: "low" },
+            { ...common, y: edge(s.band.high), cohortBand: "high", fill: "tonexty", fillcolor: rgba(color, BAND_ALPHA) }];
   }
 
   // The y axis: log when asked and every value is positive; a constant series gets a range around
   // its own magnitude (axes.js: Plotly would zoom into its last digits, or pad 0.002 by +-1).
   function yAxisFor(chart) {
-    const ys = chart.series.flatMap((s) => s.y).filter((v) => typeof v === "number" && Number.isFinite(v));
+    const ys = chart.series.flatMap((s) => (s.band ? [...s.y, ...s.band.low, ...s.band.high] : s.y))
+      .filter((v) => typeof v === "number" && Number.isFinite(v));
     const lo = ys.length ? Math.min(...ys) : 0;
     const fallback = page.view.log && ys.length > 0 && lo <= 0;
     const log = page.view.log && !fallback;
@@ -74,6 +100,12 @@
     return axis.autorange ? {} : axis; // a varying x keeps the user's zoom (uirevision)
   }
 
+  // A sweep's groups (many bands) hover one at a time: a label per group at once would fill the chart.
+  const MANY_BANDS = 12;
+  function hovermodeOf(chart) {
+    return chart.series.filter((s) => s.band).length > MANY_BANDS ? "closest" : "x";
+  }
+
   function layoutFor(chart) {
     const { axis, fallback } = yAxisFor(chart);
     const xaxis = { title: { text: cv.xTitle(), standoff: 4 }, uirevision: page.view.x, exponentformat: "e", minexponent: 6,
@@ -95,7 +127,7 @@
       margin: { l: 56, r: 10, t: 36, b: 56 }, height: chart.wide ? 520 : chart.height,
       xaxis,
       yaxis: { ...axis, hoverformat: ".4~g", uirevision: `${axis.type}` },
-      legend: { orientation: "h", y: chart.wide ? -0.14 : -0.32 }, showlegend: true, uirevision: "keep", hovermode: "x", autosize: true,
+      legend: { orientation: "h", y: chart.wide ? -0.14 : -0.32 }, showlegend: true, uirevision: "keep", hovermode: hovermodeOf(chart), autosize: true,
       annotations: fallback ? [{ text: "linear: values ≤ 0", xref: "paper", yref: "paper", x: 1, y: 1.08,
                                  xanchor: "right", showarrow: false, font: { size: 10, color: "#9c5700" } }] : [],
     };
@@ -109,8 +141,9 @@
   function render(chart) {
     const raw = chart.series.map((s, i) => rawTrace(chart, s, i));
     const smooth = page.view.smoothing > 0 ? chart.series.map((s, i) => smoothTrace(chart, s, i)) : [];
+    const bands = chart.series.flatMap((s, i) => (s.band ? bandTraces(chart, s, i) : []));
     const layout = layoutFor(chart);
-    Plotly.react(chart.div, [...raw, ...smooth], layout, chart.config);
+    Plotly.react(chart.div, [...raw, ...smooth, ...bands], layout, chart.config);
     chart.yState = shapeOf(layout);
     mark(chart);
   }

@@ -53,7 +53,10 @@ def test_launch_an_experiment_and_read_its_table(page, screenshot, asgi_server, 
     assert row.locator("td.mean").inner_text() == "0.467" and row.locator("td.spread").inner_text() == "± 0.025"
     assert page.inner_text("#experiment-table tr[data-arm='unadapted'] td.mean") == "0.207"
     assert row.locator("td.gain").inner_text() == "+0.260"  # from the unadapted program's mean
+    assert row.locator("td.iqm").inner_text() == "0.467" and row.locator("td.ci").inner_text().startswith("[0.4")
     screenshot("experiment-page")
     page.click("#compare-link")
-    page.wait_for_url(re.compile(r".*/runs/compare\?runs=.*"))
+    page.wait_for_url(re.compile(r".*/runs/compare\?experiment=.*"))
     assert "table 1" in page.inner_text("#experiment-links")
+    # Each kind of run's three seeds: one mean curve and its band.
+    page.wait_for_selector("#compare-eval-reward-mean[data-bands='2']")

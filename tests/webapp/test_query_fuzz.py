@@ -31,7 +31,7 @@ PAGES = {
     "/runs/{run}/examples/{example}/": ["before"],
     "/runs/{run}/export/metrics.csv": ["format"],
     "/runs/{run}/export/rollouts.jsonl": ["format"],
-    "/runs/compare": ["runs", "metrics"],
+    "/runs/compare": ["runs", "metrics", "band", "group_by", "experiment"],
     "/runs/new": ["task", "preset", "model"],
 }
 HOSTILE = st.one_of(

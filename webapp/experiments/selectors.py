@@ -1,18 +1,22 @@
 """Reading experiments: who may see one, and its Table 1 (each arm's dev score per seed, their mean and
-spread), from the evaluations its runs stored (webapp/experiments/services.py says which is which)."""
+spread, IQM and 95% bootstrap CI), from the evaluations its runs stored (webapp/experiments/services.py
+says which is which); and an experiment's runs as the compare page's `experiment` source."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.projects.selectors import readable_project_ids
-from webapp.runs.models import StepMetric
+from webapp.runs.aggregates import seed_summary
+from webapp.runs.models import Run, StepMetric
+from webapp.runs.params import INT_PARAM_MAX
+from webapp.runs.selectors import run_list_for_user
 
 EVAL_PREFIX = "eval/reward/"
 EVAL_KEY = EVAL_PREFIX + "mean"
@@ -41,6 +45,24 @@ def experiment_get_for_user(user, experiment_id) -> Experiment:
     return experiment
 
 
+def experiment_runs_for_user(user, experiment_id: str) -> list[Run]:
+    """The compare page's `experiment` source (webapp/runs/run_sources.py): the runs of that experiment
+    the user may read, seed by seed (a run moved to a project they do not read is left out). Http404
+    for an experiment they may not see; ValueError for a value that is no id."""
+    try:
+        pk = int(experiment_id)
+    except ValueError:
+        raise ValueError(f"an experiment is named by its id, not {experiment_id!r}") from None
+    if not 0 < pk < INT_PARAM_MAX:
+        raise Http404("No such experiment.")
+    experiment = experiment_get_for_user(user, pk)
+    # What the compare page reads of them: settings, task and program (one Task and Program object for
+    # all, prefetched; no phase-1 prompts decoded, which the page does not show).
+    return list(run_list_for_user(user).filter(experiment_member__experiment=experiment)
+                .select_related(None).prefetch_related("task__program").defer("prompt_optimization")
+                .order_by("experiment_member__seed", "experiment_member__kind"))
+
+
 def experiments_of(runs) -> list[Experiment]:
     """The experiments these runs belong to (the caller could see the runs, so it may see them)."""
     runs = list(runs)
@@ -65,6 +87,7 @@ class Row:
     spread: float | None  # the sample standard deviation over seeds (None with fewer than 2)
     n: int
     rewards: dict[str, float]  # each reward's dev mean over those seeds: what the score is made of
+    summary: dict = field(default_factory=dict)  # aggregates.seed_summary: IQM and the 95% bootstrap CI
 
 
 def _finite(value) -> bool:
@@ -114,5 +137,5 @@ def experiment_table(experiment: Experiment) -> tuple[list[int], list[Row]]:
         values = [c.value for c in cells if c is not None and c.value is not None]
         rows.append(Row(arm, title, cells, statistics.fmean(values) if values else None,
                         statistics.stdev(values) if len(values) > 1 else None, len(values),
-                        {name: statistics.fmean(v) for name, v in sorted(parts.items())}))
+                        {name: statistics.fmean(v) for name, v in sorted(parts.items())}, seed_summary(values)))
     return seeds, rows

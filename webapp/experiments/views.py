@@ -21,7 +21,8 @@ def experiment_detail(request, experiment_id: int):
               "gain": row.mean - baseline if row.mean is not None and baseline is not None and i else None}
              for i, row in enumerate(rows)]
     runs = experiment_runs(experiment)
-    compare = reverse("runs:compare") + "?" + "&".join(f"runs={r.pk}" for r in runs) + "&metrics=eval/reward/mean"
+    # Its runs on the compare page: each kind's seeds as one mean curve with its band.
+    compare = reverse("runs:compare") + f"?experiment={experiment.pk}&metrics=eval/reward/mean"
     return render(request, "experiments/detail.html", {
         "experiment": experiment, "seeds": seeds, "table": table, "reward_names": reward_names, "runs": runs, "compare_url": compare,
         "active": any(r.is_active for r in runs),

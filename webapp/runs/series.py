@@ -205,15 +205,21 @@ class _quiet_nanmean:
 
 
 def metric_keys(runs: Sequence[Run]) -> list[str]:
-    """Every metric key the runs reported, sorted. PostgreSQL lists them in the database
-    (jsonb_object_keys); elsewhere the rows are read in chunks."""
+    """Every metric key the runs reported, sorted, listed in the database (jsonb_object_keys on
+    PostgreSQL, json_each on SQLite); elsewhere the rows are read in chunks."""
     ids = [r.pk for r in runs]
     if not ids:
         return []
+    table = connection.ops.quote_name(StepMetric._meta.db_table)
     if connection.vendor == "postgresql":
-        table = connection.ops.quote_name(StepMetric._meta.db_table)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT DISTINCT jsonb_object_keys(metrics) FROM {table} WHERE run_id = ANY(%s)", [ids])
+            return sorted(row[0] for row in cursor.fetchall())
+    if connection.vendor == "sqlite":  # json_each reads the keys in SQLite's C, a quarter of json.loads' time
+        marks = ", ".join(["%s"] * len(ids))
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT DISTINCT j.key FROM {table} AS m, json_each(m.metrics) AS j "
+                           f"WHERE m.run_id IN ({marks})", ids)
             return sorted(row[0] for row in cursor.fetchall())
     keys: set[str] = set()
     for metrics in StepMetric.objects.filter(run_id__in=ids).values_list("metrics", flat=True).iterator(chunk_size=2000):
@@ -265,7 +271,12 @@ def flatten_config(config: dict, prefix: str = "") -> dict[str, str]:
 def config_differences(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
     """(setting, value per run) for every setting whose value is not the same in all runs, including
     the task and program; a setting a run does not have shows as an empty string."""
-    flats = [{"task": r.task.name, "program": r.task.program.name, **flatten_config(r.config)} for r in runs]
+    # Only the top-level settings that are not the same everywhere are flattened: a sweep's 600 configs of
+    # 66 settings flattened whole cost 70 ms, most of it on settings every run shares.
+    configs = [r.config or {} for r in runs]
+    varying = [k for k in sorted(set().union(*configs)) if not _same_everywhere(configs, k)] if configs else []
+    flats = [{"task": r.task.name, "program": r.task.program.name,
+              **flatten_config({k: c[k] for k in varying if k in c})} for r, c in zip(runs, configs, strict=True)]
     names = sorted(set().union(*flats)) if flats else []
     rows = []
     for name in names:
@@ -273,3 +284,11 @@ def config_differences(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
         if len(set(values)) > 1:
             rows.append((name, values))
     return rows
+
+
+def _same_everywhere(configs: Sequence[dict], key: str) -> bool:
+    """Whether every config has `key` with one value (of one type: 1 and true differ, as in flatten_config)."""
+    missing = object()
+    first = configs[0].get(key, missing)
+    return first is not missing and all(
+        (v := c.get(key, missing)) is first or (type(v) is type(first) and v == first) for c in configs)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import export_views, history_views, table_views, views
+from webapp.runs import compare_views, export_views, history_views, table_views, views
 
 app_name = "runs"
 
@@ -22,7 +22,7 @@ urlpatterns = [
     path("runs/<int:run_id>/export/metrics.csv", export_views.run_export_metrics, name="export_metrics"),
     path("runs/<int:run_id>/export/rollouts.jsonl", export_views.run_export_rollouts, name="export_rollouts"),
     path("runs/<int:run_id>/adapter.zip", export_views.run_adapter_download, name="adapter"),
-    path("runs/compare", views.run_compare, name="compare"),
+    path("runs/compare", compare_views.run_compare, name="compare"),
     path("runs/actions", table_views.runs_action, name="actions"),
     path("runs/<int:run_id>/edit", table_views.run_edit, name="edit"),
     path("runs/<int:run_id>/archive", table_views.run_archive_view, name="archive"),

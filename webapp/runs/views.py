@@ -1,7 +1,6 @@
 """Run pages and endpoints: parse input, call a selector or service, render."""
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -11,13 +10,11 @@ from webapp.projects.selectors import launchable_projects, personal_project
 from webapp.runs import divergence, groups, inspect, present, series
 from webapp.runs.access import (
     anonymized,
-    link_grant,
     link_readable,
     run_change_check,
     run_read,
-    runs_readable,
-    scrub_text,
 )
+from webapp.runs.config_link import config_link_values
 from webapp.runs.forms import RunLaunchForm
 from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
 from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
@@ -25,20 +22,17 @@ from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam, series_keys, step_range
 from webapp.runs.params import int_param as _int_param
 from webapp.runs.retention import rollouts_dropped
-from webapp.runs.selectors import launchable_tasks, run_list_for_user, run_move_targets, step_metrics_after
+from webapp.runs.selectors import launchable_tasks, run_move_targets, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 from webapp.runs.texts import fill_call_texts
 
 METRICS_PAGE_LIMIT = 5000
-RUNS_PAGE_LIMIT = 200
 MAX_POINTS_DEFAULT = 2000  # about two points per horizontal pixel of a wide chart
 MAX_POINTS_LIMIT = 20000
 MAX_SERIES = 64
 HEATMAP_COLUMNS_DEFAULT = 400
 EXAMPLES_PAGE = 200
 GROUPS_PAGE = 200
-COMPARE_MAX_RUNS = 20  # an experiment's runs: 2 x up to 10 seeds
-COMPARE_MAX_METRICS = 12
 
 
 def _bad(request, message: str, *, json_response: bool = False):
@@ -69,7 +63,9 @@ def run_new(request):
     model = request.GET.get("model") or None
     try:
         initial = config_defaults(task, preset=preset, model=model)
-    except ValueError as exc:
+        # A link that carries settings (a sweep's "Launch this", webapp/runs/config_link.py) fills them in.
+        initial.update(config_link_values(request.GET["config"]) if request.GET.get("config") else {})
+    except ValueError as exc:  # ConfigLinkError (a damaged or foreign link) is a ValueError
         messages.error(request, str(exc))
         return redirect(f"{reverse('runs:new')}?task={task.pk}")
     initial.update(task=task, program=task.program.name, project=_launch_project(request))
@@ -321,47 +317,3 @@ def run_call_prompt(request, run_id: int, call_id: int):
     if prompt is None:
         raise Http404("No such call in this run.")
     return HttpResponse(prompt, content_type="text/plain; charset=utf-8")
-
-
-@require_GET
-@link_readable
-def run_compare(request):
-    """Overlay chosen metrics of several runs (`?runs=1&runs=2&metrics=reward/mean`), with the
-    settings in which their configs differ. Runs of several projects side by side when the user reads
-    them all; a compare link's holder chooses among the link's runs."""
-    visible = runs_readable(request)
-    raw_ids = request.GET.getlist("runs")
-    try:
-        ids = list(dict.fromkeys(int(i) for i in raw_ids))
-    except ValueError:
-        return _bad(request, "'runs' must be run ids.")
-    if len(ids) > COMPARE_MAX_RUNS:
-        return _bad(request, f"Compare at most {COMPARE_MAX_RUNS} runs at once.")
-    chosen = list(visible.filter(pk__in=ids)) if ids else []
-    if len(chosen) != len(ids):
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())  # as for any run no link of it opens
-        raise Http404("No such run.")  # a stranger's run is as absent as a missing one
-    chosen.sort(key=lambda r: ids.index(r.pk))
-    grant = link_grant(request)
-    as_member = set(run_list_for_user(request.user).filter(pk__in=ids).values_list("pk", flat=True))
-    # Read through anonymous links only: the page names no owner and shows no path.
-    anonymous = any(r.pk in grant.anonymous and r.pk not in as_member for r in chosen)
-    keys = series.metric_keys(chosen)
-    wanted = [k for k in request.GET.getlist("metrics") if k] or [k for k in ("reward/mean",) if k in keys]
-    if len(wanted) > COMPARE_MAX_METRICS:
-        return _bad(request, f"Choose at most {COMPARE_MAX_METRICS} metrics.")
-    traces = series.compared_series(chosen, wanted, max_points=MAX_POINTS_DEFAULT)
-    payload = {
-        "runs": [{"id": r.pk, "name": str(r), "step_url": reverse("runs:step", args=[r.pk, 0])} for r in chosen],
-        "metrics": [{"key": k, "traces": {str(rid): t for rid, t in traces.get(k, {}).items()}} for k in wanted],
-    }
-    differences = series.config_differences(chosen)
-    if anonymous:
-        differences = [(name, [scrub_text(str(v)) for v in values]) for name, values in differences]
-    signed_in = all(r.pk in as_member for r in chosen)
-    return render(request, "runs/compare.html", {
-        "chosen": chosen, "choices": list(visible[:RUNS_PAGE_LIMIT]), "keys": keys, "wanted": wanted,
-        "differences": differences, "payload": payload, "signed_in_reader": signed_in,
-        **(run_page_extras(chosen) if signed_in else {}),
-    })

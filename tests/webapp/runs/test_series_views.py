@@ -220,7 +220,9 @@ def test_compare_traces_carry_wall_time_and_tokens(client, owner):
     ingest(b, token_events(range(1, 3), tokens=lambda step: None))
     stamp(a, {1: 0, 2: 60, 3: 180})
     client.force_login(owner)
-    payload = client.get(reverse("runs:compare"), {"runs": [a.pk, b.pk], "metrics": ["reward/mean"]}).context["payload"]
+    # band=none: each run drawn alone (with their equal configs they would be one group of seeds).
+    payload = client.get(reverse("runs:compare"), {"runs": [a.pk, b.pk], "metrics": ["reward/mean"], "band": "none"}
+                         ).context["payload"]
     traces = payload["metrics"][0]["traces"]
     assert traces[str(a.pk)]["t"] == [0.0, 60.0, 180.0] and traces[str(a.pk)]["tokens"] == [100, 300, 600]
     assert traces[str(b.pk)]["tokens"] is None and len(traces[str(b.pk)]["t"]) == 2
