@@ -23,13 +23,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from webapp.body_limit import BodySizeLimit  # noqa: E402
-from webapp.runs.routing import websocket_urlpatterns  # noqa: E402
+from webapp.runs.routing import websocket_urlpatterns as run_routes  # noqa: E402
 from webapp.sharing.middleware import ShareGrantASGIMiddleware  # noqa: E402
+from webapp.sweeps.routing import websocket_urlpatterns as sweep_routes  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(django_asgi_app, settings.COHORT_DATASET_MAX_BYTES),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(ShareGrantASGIMiddleware(
-            URLRouter(websocket_urlpatterns)))),
+            URLRouter(run_routes + sweep_routes)))),
     }
 )

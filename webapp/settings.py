@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "webapp.limits",
     "webapp.scheduling",
     "webapp.experiments",
+    "webapp.sweeps",
     "webapp.sharing",
     "axes",
 ]

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from webapp.health import healthz
+from webapp.sweeps.views import studies
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -11,6 +12,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("alerts/", include("webapp.alerts.urls")),
     path("experiments/", include("webapp.experiments.urls")),
+    path("sweeps/", include("webapp.sweeps.urls")),
+    path("studies/", studies, name="studies"),
     path("api/", include("webapp.api.urls")),
     path("queue/", include("webapp.scheduling.urls")),
     path("projects/", include("webapp.projects.urls")),

@@ -141,11 +141,12 @@ class Supervisor:
         return {**os.environ, **trainer_environment(), "COHORT_MODEL_CACHE": str(settings.COHORT_MODEL_CACHE),
                 "PYTHONUNBUFFERED": "1"}
 
-    def ship(self) -> None:
-        """Store new events; on a database error keep the offset and try again next tick."""
+    def ship(self) -> bool:
+        """Store new events; on a database error keep the offset and try again next tick. True when
+        steps were stored."""
         events, offset = self.tail.read_new()
         if not events:
-            return
+            return False
         try:
             close_old_connections()
             for event in events:
@@ -157,7 +158,7 @@ class Supervisor:
             stored = step_events_ingest(self.run, [e for e in events if e.get("type") == "step"])
         except outage_errors():  # an outage; any other error is a bug and fails the run
             log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)
-            return
+            return False
         self.tail.offset = offset
         for event in events:
             if event.get("type") == "status" and event.get("state") != "running":
@@ -165,6 +166,7 @@ class Supervisor:
         if prompts is not None:  # phase 1's progress: the page redraws its trials and chosen prompts
             notify(self.run.pk, {"type": "prompts", "run": self.run.pk, **prompts})
         step_notices_send(self.run.pk, stored)
+        return bool(stored)
 
     def heartbeat(self) -> str | None:
         try:
@@ -201,8 +203,10 @@ class Supervisor:
         return self.finish(process.returncode)
 
     def tick(self) -> None:
-        self.ship()
-        if time.monotonic() - self.last_heartbeat >= HEARTBEAT_EVERY_S:
+        stored = self.ship()
+        # Right after a step is stored, too: its sweep's pruner may have just asked the run to stop
+        # (webapp/sweeps, on steps_stored), and the trainer should stop at this step's boundary.
+        if stored or time.monotonic() - self.last_heartbeat >= HEARTBEAT_EVERY_S:
             state = self.heartbeat()
             if state is not None:
                 self.last_heartbeat = time.monotonic()

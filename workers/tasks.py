@@ -48,17 +48,23 @@ def report_gpu_worker(sender, **kwargs) -> None:
 @shared_task(name="workers.tasks.reap_stale_runs_task")
 def reap_stale_runs_task() -> list[int]:
     """Marks runs whose worker stopped sending heartbeats `interrupted` (resumable), and runs trained
-    elsewhere whose trainer stopped posting `lost`; their ids."""
+    elsewhere whose trainer stopped posting `lost`; their ids. Then every running sweep takes a step."""
     from webapp.alerts.services import check_stalled
     from webapp.runs.lost import external_runs_mark_lost
     from webapp.runs.services import runs_reap_stale
+    from webapp.sweeps.services import sweeps_advance_running
 
     try:
         check_stalled()  # first: a `stalled` alert tells of a silent worker before the reaper acts
     except Exception:  # alerts must never keep the reaper from its job
         logging.getLogger(__name__).exception("checking stalled-run alerts failed")
     reaped = runs_reap_stale(timeout=dt.timedelta(seconds=settings.COHORT_HEARTBEAT_TIMEOUT_S))
-    return reaped + external_runs_mark_lost(stale_after=dt.timedelta(seconds=settings.COHORT_EXTERNAL_STALE_AFTER))
+    reaped += external_runs_mark_lost(stale_after=dt.timedelta(seconds=settings.COHORT_EXTERNAL_STALE_AFTER))
+    try:  # after the reaping: a trial whose run was just given up on settles now
+        sweeps_advance_running()
+    except Exception:  # sweeps must never keep the reaper from its job
+        logging.getLogger(__name__).exception("advancing sweeps failed")
+    return reaped
 
 
 @shared_task(name="workers.tasks.import_dataset_task")

@@ -3,7 +3,8 @@
 // while its condition fails, and a folded group whose fields are all hidden is hidden too. Hiding only
 // changes what is in view: the inputs stay in the form, keep their values (a preset's included), are
 // posted and are validated by the server like any other. A field showing an error is never hidden.
-// Also: the model picker under the model box fills it with a click.
+// Also: the model picker under the model box fills it with a click, and a field's "sweep" toggle
+// reveals its sweep entry (the Sweep button's search space).
 (() => {
   const form = document.querySelector("form.launch");
   if (!form) return;
@@ -82,4 +83,34 @@
     markChosen();
     picker.hidden = false;
   }
+
+  // --- sweep entries (webapp/sweeps, the Sweep button) -----------------------------------------
+  // A field's "sweep" toggle reveals its entry (values `a, b` or a range `low..high log`); a toggled-off
+  // entry is disabled, so it is not posted and the sweep leaves that field at the form's value.
+  const sweepSettings = document.getElementById("sweep-settings");
+  for (const entry of form.querySelectorAll(".sweep-entry")) {
+    const box = entry.querySelector(".sweep-toggle-box");
+    const input = entry.querySelector(".sweep-values");
+    const sync = () => {
+      entry.classList.toggle("on", box.checked);
+      input.disabled = !box.checked;
+    };
+    box.addEventListener("change", () => {
+      sync();
+      if (box.checked) {
+        if (sweepSettings) sweepSettings.open = true; // what the sweep does with it is set there
+        input.focus();
+      }
+    });
+    sync();
+  }
+  // Enter in a sweep input means the Sweep button (the form's first button would launch one plain run).
+  form.addEventListener("keydown", (event) => {
+    const sweepButton = document.getElementById("launch-sweep");
+    if (event.key !== "Enter" || !sweepButton || event.target.tagName !== "INPUT") return;
+    if (!event.target.closest(".sweep-entry, #sweep-settings")) return;
+    event.preventDefault();
+    sweepButton.click();
+  });
+  form.dataset.sweepReady = "true"; // for tests: the toggles are wired
 })();

@@ -128,6 +128,7 @@
     } else if (notice.type === "status") {
       showState(notice.state, notice.current_step);
       status.showError(notice.error);
+      status.showPrunedReason(notice.pruned_reason);
       refetch().then(loadHeatmaps); // the final steps may have been shipped after the last notice we saw
     } else if (notice.type === "prompts") {
       window.cohortPromptPhase?.render(notice);

@@ -15,6 +15,8 @@
     if (resume) resume.hidden = !["interrupted", "failed"].includes(runState);
     const lost = document.getElementById("lost-note");  // a run trained elsewhere whose trainer went silent
     if (lost) lost.hidden = runState !== "lost";
+    const pruned = document.getElementById("pruned-note");  // stopped by its sweep's pruner
+    if (pruned) pruned.hidden = runState !== "pruned";
     if (currentStep !== undefined && currentStep !== null) document.getElementById("run-step").textContent = currentStep;
     // "Run N is queued." was true when the page loaded; once the run moved on it would mislead.
     if (runState !== "queued") document.querySelectorAll(".messages li.run-queued").forEach((li) => li.remove());
@@ -23,6 +25,8 @@
   function showStep(step) { document.getElementById("run-step").textContent = step; }
 
   function showError(text) { document.getElementById("run-error").textContent = text || ""; }
+
+  function showPrunedReason(text) { if (text) document.getElementById("pruned-reason").textContent = text; }
 
   // The summary's best reward (the best step mean so far), raised as better steps arrive.
   function showBest(value) {
@@ -84,5 +88,5 @@
     }
   }
 
-  window.cohortRunStatus = { showState, showStep, showError, showBest, say, showAlert, showAlertBadge };
+  window.cohortRunStatus = { showState, showStep, showError, showPrunedReason, showBest, say, showAlert, showAlertBadge };
 })();

@@ -222,7 +222,7 @@ def test_an_anonymous_links_open_page_shows_no_owner_or_host_when_the_run_fails_
         fresh = Run.objects.get(pk=run.pk)
         assert fresh.transition(Run.State.FAILED, error=error)
         notice: StatusNotice = {"type": "status", "run": fresh.pk, "state": fresh.state,
-                                "current_step": fresh.current_step, "error": fresh.error}
+                                "current_step": fresh.current_step, "error": fresh.error, "pruned_reason": ""}
         notice_send(fresh.pk, notice)
 
     off_playwright_thread(fail)

@@ -27,6 +27,7 @@ from webapp.runs.models import Group, ModuleCall, Rollout, Run
 from webapp.runs.services import run_directory
 from webapp.sharing.models import ShareLink
 from webapp.sharing.services import share_link_create
+from webapp.sweeps.models import Sweep, Trial
 
 SECRET = "qsecret"  # in lab-q's run name, config and completions: never in a body outside lab-q
 
@@ -85,6 +86,7 @@ def build_lab(make_user, runs_dir) -> Lab:
 
     lab.values = _parameters(lab.run, rule_id=rule.pk, token_id=token.pk, experiment_id=experiment.pk,
                              link=lab.links["valid"], project="lab-p", member=u["bystander"].pk)
+    lab.values["sweep_id"] = _sweep(u["owner"], lab.p, lab.run.task, name="alice-sweep").pk
     q_experiment = Experiment.objects.create(owner=u["other"], project=lab.q, task=lab.q_run.task, seeds=1, config={})
     q_rule = AlertRule.objects.create(owner=u["other"], kind=Kind.FAILED, run=lab.q_run)
     q_token, _ = token_create(user=u["other"], name="quinn's")
@@ -92,6 +94,7 @@ def build_lab(make_user, runs_dir) -> Lab:
     lab.hostile = _parameters(lab.q_run, rule_id=q_rule.pk, token_id=q_token.pk, experiment_id=q_experiment.pk,
                               link=q_link, project="lab-q", member=u["other"].pk)
     lab.hostile["token"] = q_link.token[:-4] + "AAAA"  # quinn's link with a forged signature
+    lab.hostile["sweep_id"] = _sweep(u["other"], lab.q, lab.q_run.task, name=f"{SECRET}-sweep-name").pk
     lab.tokens = {"read": token_create(user=u["owner"], name="read", project=lab.p, can_write=False)[1],
                   "write": token_create(user=u["owner"], name="write", project=lab.p, can_write=True)[1]}
     return lab
@@ -103,6 +106,16 @@ def _parameters(run: Run, *, rule_id, token_id, experiment_id, link: ShareLink, 
     return {"run_id": run.pk, "step": 1, "group_id": Group.objects.filter(run=run).first().pk, "call_id": call.pk,
             "example_id": rollout.example_id, "rule_id": rule_id, "token_id": token_id, "experiment_id": experiment_id,
             "key": "run-charts", "link_id": link.pk, "token": link.token, "name": project, "user_id": member}
+
+
+def _sweep(owner, project, task, *, name: str) -> Sweep:
+    """A running sweep with one complete trial (its name: lab-q's holds SECRET)."""
+    sweep = Sweep.objects.create(owner=owner, project=project, task=task, name=name, config={"steps": 4},
+                                 space={"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, n_trials=2,
+                                 objective="reward/mean")
+    Trial.objects.create(sweep=sweep, number=0, params={"learning_rate": 1e-4}, state=Trial.State.COMPLETE,
+                         value=0.5, intermediate={"1": 0.5}, finished_at=timezone.now())
+    return sweep
 
 
 def link_holder(lab: Lab, kind: str, handler=None) -> Client:

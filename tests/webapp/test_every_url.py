@@ -36,16 +36,17 @@ PUBLIC = {"healthz", "login", "logout"}
 # Each signed-in user has their own (lists, settings, forms); no other user's object is named.
 PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue",
             "runs:list", "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",
-            "api:external_runs", "projects:list", "sharing:list"}
+            "api:external_runs", "projects:list", "sharing:list", "studies", "api:sweeps"}
 # A run's pages that a share link opens (webapp/runs/access.py `link_readable`).
 RUN_READ = {"runs:detail", "runs:metrics", "runs:heatmap", "runs:step", "runs:trajectories", "runs:group",
             "runs:example_history", "runs:example_history_query", "runs:call_prompt", "runs:export_metrics",
             "runs:export_rollouts", "runs:compare", "runs:adapter"}
-API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter"}
-READ = {"experiments:detail", "alerts:run_rule_add"}  # any member of the run's project (watching is reading)
+API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter", "api:sweep"}
+# Any member of the project (watching is reading); a share link opens runs only, never a sweep.
+READ = {"experiments:detail", "alerts:run_rule_add", "sweeps:detail", "sweeps:data"}
 # Changing a run: its owner while a member, an admin of its project, staff.
 RUN_CHANGE = {"runs:edit", "runs:cancel", "runs:resume", "runs:archive", "runs:unarchive", "runs:actions",
-              "scheduling:cancel", "sharing:new"}
+              "scheduling:cancel", "sharing:new", "sweeps:cancel"}  # a sweep: its owner, admins, staff
 API_LOG = {"api:steps", "api:finish"}  # only the run's owner, while a member; as JSON
 OWN = {"alerts:rule_delete": False, "api:token_revoke": False, "sharing:revoke": True}  # alice's alone (staff?)
 PROJECT_READ = {"projects:members"}
@@ -65,7 +66,7 @@ RUN_FOR = {"scheduling:cancel": "queued", "scheduling:front": "queued", "api:ada
            "runs:adapter": "finished", "api:steps": "external", "api:finish": "external"}
 JSON_FOR_ANONYMOUS = {"prefs:preference"} | {name for kind in KINDS for name in kind if name.startswith("api:")} - {
     "api:tokens", "api:token_revoke", "api:docs"}
-JSON_POST = {"api:external_runs", "api:steps", "api:finish", "api:runs"}
+JSON_POST = {"api:external_runs", "api:steps", "api:finish", "api:runs", "api:sweeps"}
 MEMBERS_OF_P = ("owner", "member", "viewer", "admin")
 BROWSERS = ("anonymous", "link", "revoked", "expired")  # no account
 TOKENS = ("read", "write")

@@ -66,7 +66,8 @@ def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_p
                 app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu")
                 # The claim is announced: an open page sees queued -> running.
                 assert receive_json(before, timeout_s=120) == {
-                    "type": "status", "run": run.pk, "state": "running", "current_step": 0, "error": ""}
+                    "type": "status", "run": run.pk, "state": "running", "current_step": 0, "error": "",
+                    "pruned_reason": ""}
                 seen = [receive_json(before, timeout_s=120) for _ in range(STEPS_BEFORE_REDIS_DIES)]
                 assert [(n["type"], n["seq"], n["step"]) for n in seen] == [("step", 1, 1), ("step", 2, 2), ("step", 3, 3)]
                 last_seen = seen[-1]["seq"]

@@ -64,10 +64,15 @@ def test_cancel_stops_a_running_run_at_a_step_boundary(celery_worker_process, ow
 
 
 def training_process_pids(run: Run) -> list[int]:
+    """The trainer processes of `run`: matched on its own folder's full path, so a run of the same id
+    under another runs folder (a second test session, a stack on this machine) is never touched."""
+    import re
     import subprocess
 
-    found = subprocess.run(["pgrep", "-f", f"trainer train --config .*run-{run.pk}/config.json"],
-                           capture_output=True, text=True)
+    from webapp.runs.services import run_directory
+
+    config = re.escape(str(run_directory(run.pk) / "config.json"))
+    found = subprocess.run(["pgrep", "-f", f"trainer train --config {config}( |$)"], capture_output=True, text=True)
     return [int(p) for p in found.stdout.split()]
 
 

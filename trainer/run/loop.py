@@ -201,7 +201,7 @@ class Trainer:
                                              "rollouts": [], "groups": []}))
             while self.step < c.steps:
                 if main:
-                    self.gate.wait_for(self.step + 1, self.reporter.should_stop)
+                    self.gate.named(self.run_dir.name).wait_for(self.step + 1, self.reporter.should_stop)
                 # Rank 0 reads the STOP file; every rank stops at the same step boundary.
                 if distributed.decide(main and self.reporter.should_stop(), self.ranks):
                     self.reporter.status("cancelled", step=self.step)

@@ -60,7 +60,10 @@ def launch_form(user, body: Any) -> RunLaunchForm:
                     "learning_rate, model."] for key in sorted(set(config) - CONFIG_NAMES)}
     task = _task(body.get("task"), errors)
     project = _project(user, body.get("project"), errors)
-    program = body.get("program") or (task.program.name if task else "")
+    program = body.get("program")
+    if program is not None and not isinstance(program, str):  # a list was a 500 (found by the sweeps' fuzz)
+        errors["program"] = ["'program' must be a program's name."]
+    program = program if isinstance(program, str) and program else (task.program.name if task else "")
     texts = {key: _text(body, key, errors) for key in ("name", "notes", "preset")}
     tags = body.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):

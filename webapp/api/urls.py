@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from webapp.api import logging_views, pages, views
+from webapp.api import logging_views, pages, sweep_views, views
 
 app_name = "api"
 
@@ -17,6 +17,9 @@ urlpatterns = [
     path("runs/<int:run_id>/adapter/", views.run_adapter, name="adapter"),
     path("runs/<int:run_id>/steps/<int:step>/rollouts/", views.step_rollouts, name="rollouts"),
     path("runs/<int:run_id>/steps/<int:step>/groups/", views.step_groups, name="groups"),
+    # Sweeps (webapp/api/sweep_views.py): launched as the launch form's Sweep button launches them.
+    path("sweeps/", sweep_views.sweep_list, name="sweeps"),
+    path("sweeps/<int:sweep_id>/", sweep_views.sweep_detail, name="sweep"),
     # The logging API: runs trained elsewhere (webapp/api/logging_views.py).
     path("external/runs/", logging_views.external_run_create, name="external_runs"),
     path("runs/<int:run_id>/steps/", logging_views.run_steps_log, name="steps"),

@@ -28,6 +28,7 @@ class StatusNotice(TypedDict):
     state: str
     current_step: int
     error: str
+    pruned_reason: str
 
 
 class AlertNotice(TypedDict):
@@ -51,7 +52,8 @@ def run_group_name(run_id: int) -> str:
 
 def status_notice(run: Any) -> StatusNotice:
     """The `status` notice of a run as it is now (a Run: its state, step and error)."""
-    return {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step, "error": run.error}
+    return {"type": "status", "run": run.pk, "state": run.state, "current_step": run.current_step, "error": run.error,
+            "pruned_reason": run.pruned_reason}
 
 
 def notice_send(run_id: int, notice: dict[str, Any]) -> None:

@@ -97,10 +97,13 @@ class Run(models.Model):
           │           │──────> interrupted ──> queued (resume, attempt n+1)
           │           └──────> cancelling ──> cancelled | succeeded | failed
           └──> cancelled | failed (could not be enqueued)
-        interrupted, failed ──> queued (resume) ; interrupted ──> cancelled
+        interrupted, failed ──> queued (resume) ; interrupted ──> cancelled | failed
+        queued, cancelling ──> pruned (a sweep's pruner stopped it: webapp/sweeps)
 
     `running -> interrupted` is the reaper's move when the heartbeat goes stale (worker lost).
-    `cancelling` is cooperative: the trainer stops at the next step boundary.
+    `cancelling` is cooperative: the trainer stops at the next step boundary. A sweep's pruner stops a
+    run the same way, with `pruned_reason` set, so the stop ends `pruned` instead of `cancelled`.
+    `interrupted -> failed` is a sweep giving up on a trial whose worker was lost (it is not resumed).
 
     A run trained elsewhere (`origin` other than "cohort", webapp/runs/external.py) is created
     `running` and goes to succeeded or failed when its trainer says so through the API: Cohort has no
@@ -118,16 +121,18 @@ class Run(models.Model):
         CANCELLED = "cancelled"
         INTERRUPTED = "interrupted"
         LOST = "lost"  # a run trained elsewhere whose trainer stopped posting
+        PRUNED = "pruned"  # stopped early by its sweep's pruner (webapp/sweeps), reason in pruned_reason
 
     TRANSITIONS: dict[str, frozenset[str]] = {
-        State.QUEUED: frozenset({State.RUNNING, State.CANCELLED, State.FAILED}),
+        State.QUEUED: frozenset({State.RUNNING, State.CANCELLED, State.FAILED, State.PRUNED}),
         State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLING, State.INTERRUPTED, State.LOST}),
         State.LOST: frozenset({State.RUNNING, State.SUCCEEDED, State.FAILED}),
-        State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED}),
-        State.INTERRUPTED: frozenset({State.QUEUED, State.CANCELLED}),
+        State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED, State.PRUNED}),
+        State.INTERRUPTED: frozenset({State.QUEUED, State.CANCELLED, State.FAILED}),
         State.FAILED: frozenset({State.QUEUED}),
         State.SUCCEEDED: frozenset(),
         State.CANCELLED: frozenset(),
+        State.PRUNED: frozenset(),
     }
     ACTIVE_STATES = frozenset({State.QUEUED, State.RUNNING, State.CANCELLING})
     ORIGIN_COHORT = "cohort"
@@ -154,6 +159,8 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True, help_text="Celery name of the claiming worker, e.g. gpu0@node7.")
     checkpoint_dir = models.CharField(max_length=1000, blank=True)
     error = models.TextField(blank=True)
+    pruned_reason = models.TextField(blank=True, help_text=(
+        "Why its sweep's pruner stopped it (set with the stop request; the run ends `pruned`)."))
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -69,6 +69,26 @@ def run_cancel(run: Run) -> Run:
     raise InvalidTransition(f"a {run.state} run cannot be cancelled.")
 
 
+def run_prune(run: Run, reason: str) -> bool:
+    """Its sweep's pruner stops the run (webapp/sweeps): a queued one at once, a running one at the next
+    step boundary, as a cancel does; either way it ends `pruned` with `reason`. False when the run had
+    already ended (nothing to stop)."""
+    reason = reason[:2000]
+    if run.state == Run.State.QUEUED and run.transition(Run.State.PRUNED, pruned_reason=reason,
+                                                        finished_at=timezone.now()):
+        return True
+    if run.state == Run.State.RUNNING and run.transition(Run.State.CANCELLING, pruned_reason=reason):
+        return True
+    if run.state == Run.State.CANCELLING:  # a cancel asked first: it still stops there, now as pruned
+        return bool(Run.objects.filter(pk=run.pk, state=Run.State.CANCELLING).update(pruned_reason=reason))
+    return False
+
+
+def _stopped_state(run: Run) -> str:
+    """What a run that stopped on request ends as: pruned when its sweep's pruner asked, else cancelled."""
+    return Run.State.PRUNED if run.pruned_reason else Run.State.CANCELLED
+
+
 def run_resume(run: Run) -> Run:
     """An interrupted or failed run continues from its newest checkpoint as attempt n+1."""
     _refuse_external(run, "resume")
@@ -100,10 +120,10 @@ def run_heartbeat(run_id: int, *, current_step: int | None = None) -> str:
 
 
 def run_finish(run: Run, state: str, *, error: str = "") -> bool:
-    """running/cancelling -> succeeded | failed | cancelled."""
+    """running/cancelling -> succeeded | failed | cancelled (pruned, when its sweep's pruner stopped it)."""
     run.refresh_from_db()
-    if run.state == Run.State.CANCELLING and state == Run.State.SUCCEEDED:
-        state = Run.State.SUCCEEDED  # it finished before the cancel took effect
+    if run.state == Run.State.CANCELLING and state == Run.State.CANCELLED:
+        state = _stopped_state(run)
     try:
         return run.transition(state, error=error[:10000], finished_at=timezone.now())
     except InvalidTransition:
@@ -118,7 +138,7 @@ def runs_reap_stale(*, timeout: dt.timedelta) -> list[int]:
     stale = Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], heartbeat_at__lt=cutoff,
                                origin=Run.ORIGIN_COHORT)
     for run in stale:
-        target = Run.State.INTERRUPTED if run.state == Run.State.RUNNING else Run.State.CANCELLED
+        target = Run.State.INTERRUPTED if run.state == Run.State.RUNNING else _stopped_state(run)
         if run.transition(target, error="the worker stopped answering (no heartbeat)", finished_at=timezone.now()):
             reaped.append(run.pk)
     return reaped

@@ -61,3 +61,12 @@ def test_the_loop_waits_at_the_gate_until_its_step_is_allowed(tmp_path, monkeypa
     assert state == "succeeded" and [e["step"] for e in reporter.events] == [1, 2, 3]
     # The boundary check before step 1, then polls after step 1 until step 2 was allowed; none after.
     assert reporter.seen_waiting == [0, 1, 1, 1, 1]
+
+
+def test_a_run_of_its_own_line_goes_its_own_way(tmp_path):
+    gate = StepGate(tmp_path / "gate")
+    gate.allow(2)
+    gate.allow(9, run="run-12")
+    assert gate.named("run-12").limit() == 9 and gate.named("run-13").limit() == 2 and gate.limit() == 2
+    gate.allow(3)  # the line for every run changes; run-12's own stays
+    assert gate.named("run-12").limit() == 9 and gate.named("run-13").limit() == 3

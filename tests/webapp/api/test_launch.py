@@ -66,6 +66,7 @@ def test_every_refusal_names_its_field_and_queues_nothing(api_client, owner, toy
         ({"task": "toy", "tags": "not-a-list"}, "tags"),
         ({"task": "toy", "preset": "no-such-preset"}, "preset"),
         ({"task": "toy", "config": {"model": "/etc"}}, "model"),  # outside the allow-list
+        ({"task": "toy", "program": [None, None]}, "program"),  # was a 500
     ]
     for body, field in cases:
         response = post(client, body)

@@ -48,6 +48,8 @@ OPERATIONS = {  # path label -> the path of a concrete URL, to count the answers
     "/api/runs/{run_id}/adapter/": re.compile(r"/api/runs/[^/]+/adapter/$"),
     "/api/runs/{run_id}/": re.compile(r"/api/runs/[^/]+/$"),
     "/api/runs/": re.compile(r"/api/runs/$"),
+    "/api/sweeps/{sweep_id}/": re.compile(r"/api/sweeps/[^/]+/$"),
+    "/api/sweeps/": re.compile(r"/api/sweeps/$"),
 }
 
 
@@ -105,7 +107,7 @@ def run_schemathesis(world: dict, who: str, folder: Path) -> tuple[subprocess.Co
 
 
 WRITES = ("POST /api/runs/", "POST /api/external/runs/", "POST /api/runs/{run_id}/steps/",
-          "POST /api/runs/{run_id}/finish/")
+          "POST /api/runs/{run_id}/finish/", "POST /api/sweeps/")
 
 
 def test_a_viewers_read_only_token_reads_and_never_writes(fuzz_world, tmp_path):
@@ -139,6 +141,9 @@ def test_schemathesis_full_runner_finds_no_failure(fuzz_world, tmp_path, who):
                   "GET /api/runs/{run_id}/steps/{step}/rollouts/", "GET /api/runs/{run_id}/steps/{step}/groups/"):
         assert statuses[label][200] and sum(n for code, n in statuses[label].items() if 400 <= code < 500), label
     assert statuses["POST /api/runs/"][201] and statuses["POST /api/runs/"][400]
+    # Sweeps: launched (from the schema's example and what the fuzz makes of it), refused, and read back.
+    assert statuses["POST /api/sweeps/"][201] and statuses["POST /api/sweeps/"][400]
+    assert statuses["GET /api/sweeps/{sweep_id}/"][200] and statuses["GET /api/sweeps/{sweep_id}/"][404]
     # The logging API: runs created; as the owner, steps stored and a run finished, bodies refused; staff
     # see the owner's runs but log to none of them.
     assert statuses["POST /api/external/runs/"][201] and statuses["POST /api/external/runs/"][400]

@@ -17,6 +17,9 @@ ALLOWED = {
     (S.FAILED, S.QUEUED),
     # A run trained elsewhere whose trainer went silent, and came back or finished (webapp/runs/lost.py).
     (S.RUNNING, S.LOST), (S.LOST, S.RUNNING), (S.LOST, S.SUCCEEDED), (S.LOST, S.FAILED),
+    # A sweep's pruner stops a queued run, or a running one through cancelling; a sweep gives up a run
+    # whose worker was lost (webapp/sweeps/services.py).
+    (S.QUEUED, S.PRUNED), (S.CANCELLING, S.PRUNED), (S.INTERRUPTED, S.FAILED),
 }
 ALL_PAIRS = list(itertools.product(S.values, S.values))
 
@@ -39,6 +42,7 @@ def test_refused_transition_raises_and_changes_nothing(owner, source, target):
 def test_final_states_have_no_way_out():
     assert Run.TRANSITIONS[S.SUCCEEDED] == frozenset()
     assert Run.TRANSITIONS[S.CANCELLED] == frozenset()
+    assert Run.TRANSITIONS[S.PRUNED] == frozenset()
     with pytest.raises(InvalidTransition, match="none \\(final state\\)"):
         Run.check_transition(S.SUCCEEDED, S.RUNNING)
 

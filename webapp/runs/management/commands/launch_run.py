@@ -3,6 +3,10 @@
     python manage.py launch_run --task toy --owner admin --set steps=20 --set learning_rate=0.002
     python manage.py launch_run --task hotpotqa --owner alice --preset mhgpo-fof --config overrides.toml
     python manage.py launch_run --task toy --owner alice --project vision-rl
+    python manage.py launch_run --task toy --owner alice --sweep examples/sweep_toy.toml
+
+`--sweep FILE.toml` launches a sweep instead (base settings at top level, a [sweep] table): it hands over
+to `manage.py launch_sweep` by name, since the sweeps app uses the runs app and not the other way round.
 """
 
 import json
@@ -10,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from trainer.config import RunConfig
@@ -47,8 +52,15 @@ class Command(BaseCommand):
         parser.add_argument("--config", type=Path, help="TOML or JSON file of RunConfig fields to override.")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="Override one RunConfig field (JSON value or bare string); repeatable.")
+        parser.add_argument("--sweep", type=Path, metavar="FILE.toml",
+                            help="Launch a sweep instead: the file's top level is the base settings, its [sweep] "
+                                 "table what varies and how (see examples/sweep_toy.toml; manage.py launch_sweep).")
 
-    def handle(self, *args, task, owner, name, preset, config, set, model=None, project="", **options):
+    def handle(self, *args, task, owner, name, preset, config, set, model=None, project="", sweep=None, **options):
+        if sweep is not None:
+            call_command("launch_sweep", str(sweep), task=task, owner=owner, name=name, project=project, preset=preset,
+                         model=model, config=config, set=list(set), stdout=self.stdout, stderr=self.stderr)
+            return
         task_row = Task.objects.select_related("program").filter(name=task).first()
         if task_row is None:
             known = ", ".join(Task.objects.values_list("name", flat=True)) or "none (run manage.py sync_programs)"

@@ -1,0 +1,34 @@
+"""Who may change a sweep (cancel it): as for a run (webapp/runs/access.py), staff, an admin of its
+project, or its owner while at least a member there. Every member of the project reads it
+(webapp/sweeps/selectors.py); a reader who may not change it gets a 403 that says why."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+
+from webapp.projects.models import ROLE_RANK, Role
+from webapp.projects.selectors import role_of
+from webapp.sweeps.models import Sweep
+
+
+def sweep_can_change(user, sweep: Sweep, role: str | None = None) -> bool:
+    if not user.is_authenticated:
+        return False
+    role = role if role is not None else role_of(user, sweep.project_id)
+    if role is None:
+        return False
+    if ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]:
+        return True
+    return sweep.owner_id == user.pk and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER]
+
+
+def sweep_change_check(user, sweep: Sweep) -> None:
+    """PermissionDenied (a 403 with the reason) unless `user` may change the sweep."""
+    role = role_of(user, sweep.project_id)
+    if sweep_can_change(user, sweep, role):
+        return
+    if role == Role.VIEWER:
+        raise PermissionDenied(f"You are a viewer of project {sweep.project.name}: viewers read its sweeps and change "
+                               "nothing. Ask one of its admins to make you a member.")
+    raise PermissionDenied(f"Sweep {sweep.pk} is {sweep.owner.get_username()}'s: only its owner or an admin of "
+                           f"project {sweep.project.name} may stop it.")
