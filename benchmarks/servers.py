@@ -146,11 +146,14 @@ class Stack:
 
     def start(self, timeout_s: float = 300.0) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
+        # The log is appended to: a var dir used before already holds an earlier start's READY line.
+        before = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen([PYTHON, "-m", "webapp.stack", "up"], cwd=ROOT, env=self.env, stdout=out,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            wait_until(lambda: READY in self.log.read_text(errors="replace"), timeout_s, "the stack did not start",
+            wait_until(lambda: READY in self.log.read_bytes()[before:].decode(errors="replace"), timeout_s,
+                       "the stack did not start",
                        every_s=0.3, alive=lambda: self.process.poll() is not None and f"exited with {self.process.returncode}")
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}:\n{self.tail()}") from None

@@ -34,3 +34,15 @@ application = ProtocolTypeRouter(
             URLRouter(run_routes + sweep_routes)))),
     }
 )
+
+if settings.SERVER_PROCESS:
+    import gc
+
+    from django.urls import get_resolver
+
+    # Every view module loaded, then everything alive now (Django, numpy, Optuna, the URLconf: most of
+    # the process's objects) moved out of the collector's reach: a page that builds tens of thousands
+    # of rows (a sweep's compare page, 60,000 steps) no longer triggers full collections that walk all
+    # of them, which put a 100 ms tail on its p95 (benchmarks/sweep_pages.py --gc-freeze).
+    get_resolver().url_patterns  # noqa: B018 (imports the views)
+    gc.freeze()
