@@ -15,7 +15,7 @@ from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.projects.selectors import readable_project_ids
 from webapp.runs.aggregates import seed_summary
 from webapp.runs.models import Run, StepMetric
-from webapp.runs.params import INT_PARAM_MAX
+from webapp.runs.run_sources import source_id
 from webapp.runs.selectors import run_list_for_user
 
 EVAL_PREFIX = "eval/reward/"
@@ -49,13 +49,7 @@ def experiment_runs_for_user(user, experiment_id: str) -> list[Run]:
     """The compare page's `experiment` source (webapp/runs/run_sources.py): the runs of that experiment
     the user may read, seed by seed (a run moved to a project they do not read is left out). Http404
     for an experiment they may not see; ValueError for a value that is no id."""
-    try:
-        pk = int(experiment_id)
-    except ValueError:
-        raise ValueError(f"an experiment is named by its id, not {experiment_id!r}") from None
-    if not 0 < pk < INT_PARAM_MAX:
-        raise Http404("No such experiment.")
-    experiment = experiment_get_for_user(user, pk)
+    experiment = experiment_get_for_user(user, source_id(experiment_id, "an experiment"))
     # What the compare page reads of them: settings, task and program (one Task and Program object for
     # all, prefetched; no phase-1 prompts decoded, which the page does not show).
     return list(run_list_for_user(user).filter(experiment_member__experiment=experiment)

@@ -16,6 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.http import Http404
+
+from webapp.runs.params import INT_PARAM_MAX
+
 # Query parameters the compare page reads itself: no source may take one of these names.
 RESERVED = frozenset({"runs", "metrics", "band", "group_by"})
 
@@ -38,3 +42,15 @@ def run_source(name: str) -> Resolver:
 def run_source_names() -> list[str]:
     """Every registered source's name, in the order they were registered."""
     return list(_sources)
+
+
+def source_id(value: str, what: str) -> int:
+    """The id a source's value names (`experiment=3`): ValueError for text that is no id (a 400 with
+    the reason), Http404 for one no row can have (as for one that does not exist)."""
+    try:
+        pk = int(value)
+    except ValueError:
+        raise ValueError(f"{what} is named by its id, not {value!r}") from None
+    if not 0 < pk < INT_PARAM_MAX:
+        raise Http404(f"No such {what.split()[-1]}.")
+    return pk

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.projects.selectors import readable_project_ids
-from webapp.runs.params import INT_PARAM_MAX
+from webapp.runs.run_sources import source_id
 from webapp.runs.selectors import run_list_for_user
 from webapp.sweeps.models import Sweep
 
@@ -43,13 +43,7 @@ def sweep_runs_for_user(user, sweep_id: str) -> list:
     """The compare page's `sweep` source (webapp/runs/run_sources.py): the sweep's runs the user may read,
     trial by trial and seed by seed, so its configurations show as seed groups with their bands. Http404
     for a sweep they may not see; ValueError for a value that is no id."""
-    try:
-        pk = int(sweep_id)
-    except ValueError:
-        raise ValueError(f"a sweep is named by its id, not {sweep_id!r}") from None
-    if not 0 < pk < INT_PARAM_MAX:
-        raise Http404("No such sweep.")
-    sweep = sweep_get_for_user(user, pk)
+    sweep = sweep_get_for_user(user, source_id(sweep_id, "a sweep"))
     return list(run_list_for_user(user).filter(sweep_member__trial__sweep=sweep)
                 .select_related(None).prefetch_related("task__program").defer("prompt_optimization")
                 .order_by("sweep_member__trial__number", "sweep_member__seed"))

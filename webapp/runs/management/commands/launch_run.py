@@ -37,6 +37,22 @@ def _parse_assignment(text: str) -> tuple[str, object]:
     return key.strip(), value
 
 
+def task_named(name: str) -> Task:
+    """The task a command names; CommandError listing the known ones."""
+    task = Task.objects.select_related("program").filter(name=name).first()
+    if task is None:
+        known = ", ".join(Task.objects.values_list("name", flat=True)) or "none (run manage.py sync_programs)"
+        raise CommandError(f"No task named {name!r}; known tasks: {known}.")
+    return task
+
+
+def user_named(username: str):
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise CommandError(f"No user named {username!r}.")
+    return user
+
+
 class Command(BaseCommand):
     help = "Queue a training run of a task (the same validation as the launch form)."
 
@@ -61,13 +77,7 @@ class Command(BaseCommand):
             call_command("launch_sweep", str(sweep), task=task, owner=owner, name=name, project=project, preset=preset,
                          model=model, config=config, set=list(set), stdout=self.stdout, stderr=self.stderr)
             return
-        task_row = Task.objects.select_related("program").filter(name=task).first()
-        if task_row is None:
-            known = ", ".join(Task.objects.values_list("name", flat=True)) or "none (run manage.py sync_programs)"
-            raise CommandError(f"No task named {task!r}; known tasks: {known}.")
-        user = get_user_model().objects.filter(username=owner).first()
-        if user is None:
-            raise CommandError(f"No user named {owner!r}.")
+        task_row, user = task_named(task), user_named(owner)
         project_row = self._project(user, project)
         try:
             values = config_defaults(task_row, preset=preset, model=model)

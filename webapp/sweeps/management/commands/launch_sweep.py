@@ -12,14 +12,12 @@ The file holds the base run settings at top level (as `launch_run --config` over
 
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from trainer.config import RunConfig
 from webapp.runs.launch import config_defaults
 from webapp.runs.management.commands.launch_run import Command as LaunchRun
-from webapp.runs.management.commands.launch_run import _parse_assignment
-from webapp.runs.models import Task
+from webapp.runs.management.commands.launch_run import _parse_assignment, task_named, user_named
 from webapp.sweeps.plan import SweepRefused
 from webapp.sweeps.services import sweep_create
 from webapp.sweeps.spec_input import spec_from_mapping
@@ -66,13 +64,7 @@ class Command(BaseCommand):
         if not isinstance(settings, dict):
             raise CommandError(f"{file} has no [sweep] table: add one with a [sweep.space] of the settings to vary "
                                "(see examples/sweep_toy.toml).")
-        task_row = Task.objects.select_related("program").filter(name=task).first()
-        if task_row is None:
-            known = ", ".join(Task.objects.values_list("name", flat=True)) or "none (run manage.py sync_programs)"
-            raise CommandError(f"No task named {task!r}; known tasks: {known}.")
-        user = get_user_model().objects.filter(username=owner).first()
-        if user is None:
-            raise CommandError(f"No user named {owner!r}.")
+        task_row, user = task_named(task), user_named(owner)
         project_row = LaunchRun._project(user, project)
         try:
             values = config_defaults(task_row, preset=preset, model=model)
