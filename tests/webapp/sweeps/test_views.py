@@ -349,3 +349,15 @@ def test_the_launch_form_fills_in_a_config_link_and_refuses_a_damaged_one(client
     damaged = client.get(reverse("runs:new"), {"task": task.pk, "config": token[:-3] + "!!!"})
     assert damaged.status_code == 302 and damaged["Location"] == f"{reverse('runs:new')}?task={task.pk}"
     assert "damaged" in client.get(damaged["Location"]).content.decode()
+
+
+def test_a_pruned_runs_page_links_its_sweep_and_says_why_it_was_pruned(client, owner):
+    sweep = make_sweep(owner)
+    trial = add_trial(sweep, 0, state=Trial.State.PRUNED, reason="Pruned by the median pruner at step 2: ...")
+    run = trial.members.first().run
+    Run.objects.filter(pk=run.pk).update(pruned_reason=trial.reason)
+    client.force_login(owner)
+    page = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f'href="{reverse("sweeps:detail", args=[sweep.pk])}" id="run-sweep"' in page
+    note = page[page.index('id="pruned-note"'):]
+    assert not note.startswith('id="pruned-note" hidden') and "median pruner at step 2" in note[:300]
