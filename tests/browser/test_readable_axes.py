@@ -68,7 +68,8 @@ def test_constant_values_read_on_every_chart(page, screenshot, asgi_server, make
     screenshot("axes-run-page")
 
     # Compare: the same constant in two runs.
-    page.goto(f"{asgi_server}/runs/compare?runs={run.pk}&runs={twin.pk}&metrics=reward/mean")
+    # band=none: the twin's settings equal the run's, which the page would otherwise draw as one group.
+    page.goto(f"{asgi_server}/runs/compare?runs={run.pk}&runs={twin.pk}&metrics=reward/mean&band=none")
     page.wait_for_selector("#compare-reward-mean[data-traces='2']")
     assert_readable(page, "#compare-reward-mean")
     assert_one_step(page, "#compare-reward-mean")

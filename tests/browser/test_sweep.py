@@ -45,7 +45,7 @@ def test_a_finished_sweep_draws_its_plots_and_launches_its_best_configuration(pa
 
     chart = page.evaluate("""() => { const d = document.getElementById('parcoords-chart').data[0];
         return {type: d.type, labels: d.dimensions.map(x => x.label), n: d.dimensions[0].values.length}; }""")
-    assert chart == {"type": "parcoords", "labels": ["learning_rate (log)", "estimator", "lora_r", "reward/mean"], "n": 4}
+    assert chart == {"type": "parcoords", "labels": ["estimator", "learning_rate (log)", "lora_r", "reward/mean"], "n": 4}
     importance = page.evaluate("() => document.getElementById('importance-chart').data[0].y")
     assert sorted(importance) == ["estimator", "learning_rate", "lora_r"] and importance[-1] == "learning_rate"
     assert "fANOVA" in page.inner_text("#importance-note")

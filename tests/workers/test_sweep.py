@@ -25,7 +25,10 @@ from webapp.sweeps.plan import SweepSpec
 from webapp.sweeps.services import sweep_create
 from webapp.sweeps.study import study_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.backend_neutral(
+    reason="the sweep's queries and row locks (trials queued, settled and pruned; the reaper's step) run on both "
+           "backends in tests/webapp/sweeps/test_services.py; this test adds the processes: a real worker and its "
+           "trainers, a kill -9, a fresh worker")]
 
 STEPS = 4
 TRIALS = 8

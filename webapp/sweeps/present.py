@@ -104,7 +104,7 @@ def dimensions_json(sweep: Sweep) -> list[dict[str, Any]]:
     """Each swept field: how its axis is drawn. `categorical`: values drawn at their index (text, or
     true/false); numeric listed values sit at their value; a log range is drawn at log10."""
     found = []
-    for name, entry in (sweep.space or {}).items():
+    for name, entry in sorted((sweep.space or {}).items()):  # by name: jsonb keeps no key order
         try:
             d = dimension(str(name), entry)
         except ValueError:  # a field RunConfig no longer has: drawn from the values the trials hold

@@ -32,7 +32,9 @@ MIN_TRIALS_FOR_IMPORTANCE = 3
 
 
 def dimensions_of(sweep: Sweep) -> list[Dimension]:
-    return [dimension(name, entry) for name, entry in sweep.space.items()]
+    # By name: PostgreSQL's jsonb keeps no key order, and a sampler draws the parameters in this order
+    # (the same seed must propose the same configurations on any database).
+    return [dimension(name, entry) for name, entry in sorted(sweep.space.items())]
 
 
 def option(sweep: Sweep, name: str) -> int:

@@ -25,7 +25,7 @@ def _detail_context(request, sweep) -> dict:
     payload = sweep_payload(sweep)
     live = {"data_url": reverse("sweeps:data", args=[sweep.pk]), "socket_path": f"/ws/sweeps/{sweep.pk}/"}
     return {"sweep": sweep, "payload": payload, "live": live, "can_change": sweep_can_change(request.user, sweep),
-            "compare_url": f"{reverse('runs:compare')}?sweep={sweep.pk}"}
+            "compare_url": f"{reverse('runs:compare')}?sweep={sweep.pk}", "space_rows": sorted(sweep.space.items())}
 
 
 @require_GET
