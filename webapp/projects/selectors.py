@@ -44,6 +44,19 @@ def project_get_for_user(user, name: str) -> Project:
     return project
 
 
+def may_change_owned(user, project_id: int | None, owner_id: int | None, role: str | None = None) -> bool:
+    """The rule for changing something a user owns in a project (a run, a sweep): staff or an admin of
+    the project, or its owner while at least a member there. `role`: the user's role, if already known."""
+    if not user.is_authenticated:
+        return False
+    role = role if role is not None else role_of(user, project_id)
+    if role is None:
+        return False
+    if ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]:
+        return True
+    return owner_id == user.pk and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER]
+
+
 def role_of(user, project_id: int | None) -> str | None:
     """The user's role in the project (staff: admin), or None when they hold none."""
     if project_id is None or not user.is_authenticated:

@@ -21,8 +21,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from webapp.projects.models import ROLE_RANK, Role
-from webapp.projects.selectors import readable_project_ids, role_of
+from webapp.projects.models import Role
+from webapp.projects.selectors import may_change_owned, readable_project_ids, role_of
 from webapp.runs.models import Run
 from webapp.runs.selectors import run_get_for_user, run_linked, run_list_for_user
 
@@ -76,14 +76,7 @@ class LoginNeeded(Exception):
 
 def can_change(user, run: Run, role: str | None = None) -> bool:
     """Staff, an admin of the run's project, or its owner while at least a member there."""
-    if not user.is_authenticated:
-        return False
-    role = role if role is not None else role_of(user, run.project_id)
-    if role is None:
-        return False
-    if ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]:
-        return True
-    return run.owner_id == user.pk and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER]
+    return may_change_owned(user, run.project_id, run.owner_id, role)
 
 
 def change_refusal(user, run: Run) -> str:

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 
-from webapp.projects.models import ROLE_RANK, Role
-from webapp.projects.selectors import role_of
+from webapp.projects.models import Role
+from webapp.projects.selectors import may_change_owned, role_of
 from webapp.sweeps.models import Sweep
 
 
 def sweep_can_change(user, sweep: Sweep, role: str | None = None) -> bool:
-    if not user.is_authenticated:
-        return False
-    role = role if role is not None else role_of(user, sweep.project_id)
-    if role is None:
-        return False
-    if ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]:
-        return True
-    return sweep.owner_id == user.pk and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER]
+    return may_change_owned(user, sweep.project_id, sweep.owner_id, role)
 
 
 def sweep_change_check(user, sweep: Sweep) -> None:
