@@ -7,7 +7,11 @@ Cases, each `python -m trainer train` in its own process (as a worker runs a run
 - `fsdp-one-process`: `sharding = "fsdp"` on one process (FSDP2 over the decoder layers);
 - `nvml-telemetry`: the same run's NVML metrics (GPU utilisation, power) must be there;
 - `vllm-sleep-mode`: `backend = "vllm"` with `vllm_enable_sleep_mode`, where vLLM is installed
-  and has sleep mode (CUDA); skipped with the reason where it is not.
+  and has sleep mode (CUDA); skipped with the reason where it is not;
+- `token-details-all` / `token-details-off`: the first case's run with `token_details = "all"` (every
+  call's per-token details; the default, so the cases above have them too) and `"off"`: the calls
+  must carry tokens with the trainer's log-probs and entropies, and the tokens/... metrics must be
+  there; the last line compares the two's step time and peak GPU memory.
 
 For each it prints the median step time, update tokens/s and peak GPU memory (torch's
 max_memory_allocated, from the run's own system metrics).
@@ -63,6 +67,8 @@ def cases(args) -> list[tuple[str, dict, str | None]]:
         ("fsdp-one-process", {**base, "sharding": "fsdp"}, None),
         ("nvml-telemetry", {**base}, None if args.device == "cuda" else "NVML reads a GPU"),
         ("vllm-sleep-mode", {**base, "backend": "vllm", "vllm_enable_sleep_mode": True}, vllm_skip_reason(args.device)),
+        ("token-details-all", {**base, "gradient_checkpointing": "on", "token_details": "all"}, None),
+        ("token-details-off", {**base, "gradient_checkpointing": "on", "token_details": "off"}, None),
     ]
 
 
@@ -81,9 +87,12 @@ def run_case(name: str, changes: dict, model: Path, args, work: Path) -> dict:
         raise RuntimeError(f"exit {done.returncode}\n{done.stderr[-3000:]}")
     from trainer.run.reporting import read_events
 
-    steps = [e["metrics"] for e in read_events(run_dir / "events.jsonl") if e.get("type") == "step"]
+    events = [e for e in read_events(run_dir / "events.jsonl") if e.get("type") == "step"]
+    steps = [e["metrics"] for e in events]
     if len(steps) != args.steps:
         raise RuntimeError(f"{len(steps)} steps logged, {args.steps} expected")
+    if name == "token-details-all":
+        check_token_details(events)
     if name == "nvml-telemetry" and not all("system/gpu_util" in m for m in steps):
         raise RuntimeError("no NVML metrics (system/gpu_util) in the steps: is nvidia-ml-py installed?")
     timed = steps[1:] or steps  # the first step pays for warm-up
@@ -91,6 +100,19 @@ def run_case(name: str, changes: dict, model: Path, args, work: Path) -> dict:
             "tokens_per_s": statistics.median(m.get("tokens_per_s", 0.0) for m in timed),
             "peak_gpu_gb": max((m.get("system/gpu_mem_peak_gb", 0.0) for m in steps), default=0.0),
             "wall_s": time.perf_counter() - started}
+
+
+def check_token_details(events: list[dict]) -> None:
+    """Every call of every step carries its tokens (pieces, trainer log-probs, entropies of one length),
+    and every step its tokens/... metrics."""
+    for event in events:
+        for call in (c for r in event["rollouts"] for c in r["calls"]):
+            tokens = call.get("tokens") or {}
+            if not tokens.get("pieces") or not len(tokens["pieces"]) == len(tokens.get("trainer", [])) == len(
+                    tokens.get("entropy", [])):
+                raise RuntimeError(f"step {event['step']}: a call without complete token details: {sorted(tokens)}")
+        if "tokens/entropy/mean" not in event["metrics"]:
+            raise RuntimeError(f"step {event['step']}: no tokens/entropy/mean metric")
 
 
 def main(argv=None) -> int:
@@ -111,6 +133,7 @@ def main(argv=None) -> int:
           f"{args.steps} steps of 4 examples x 4 rollouts x {args.max_new_tokens} new tokens per case")
     print(f"{'case':24s} {'result':8s} {'step s':>8s} {'tokens/s':>10s} {'peak GPU GB':>12s}")
     failed = 0
+    done: dict[str, dict] = {}
     for name, changes, skip in cases(args):
         if skip:
             print(f"{name:24s} {'skipped':8s} ({skip})")
@@ -122,6 +145,11 @@ def main(argv=None) -> int:
             print(f"{name:24s} {'FAILED':8s} {exc}")
             continue
         print(f"{name:24s} {'ok':8s} {r['step_s']:8.2f} {r['tokens_per_s']:10.1f} {r['peak_gpu_gb']:12.2f}")
+        done[name] = r
+    if "token-details-all" in done and "token-details-off" in done:
+        on, off = done["token-details-all"], done["token-details-off"]
+        print(f"token details all / off: step time {on['step_s'] / off['step_s']:.3f}x, peak GPU memory "
+              f"{on['peak_gpu_gb']:.2f} vs {off['peak_gpu_gb']:.2f} GB")
     return 1 if failed else 0
 
 

@@ -26,6 +26,10 @@ Phases, each in a fresh subprocess so that peaks never mix:
                  through the chunked, checkpointed lm_head, grad-norm clip, AdamW step. Like TRL, it
                  takes the old log-probs from that pass, detached (no separate pass with one pass
                  over the batch; a no-grad pass, where one runs, peaks below the training pass).
+  update/details the same update with per-token details on (UpdateConfig.token_topk = 5, what
+                 RunConfig.token_details = "all" sets): the training pass also takes each position's
+                 entropy and top-5 from its chunk's logits, once (not again in the checkpointed
+                 chunks' backward recomputation). It should peak where update/after does.
   update/trl     `GRPOTrainer` (use_vllm=False, loss_type "dapo" = Cohort's "token", and Cohort's
                  beta, epsilons, temperature, learning rate, max_grad_norm; torch AdamW; same dtype and
                  gradient checkpointing) on the same LoRA model (same weights and adapter init), a
@@ -78,7 +82,7 @@ import torch  # noqa: E402
 from benchmarks.memory_phases import PROMPTS  # noqa: E402
 from benchmarks.memory_probe import child, kib  # noqa: E402
 
-PHASES = ("sample/before", "sample/after", "update/before", "update/after", "update/trl")
+PHASES = ("sample/before", "sample/after", "update/before", "update/after", "update/details", "update/trl")
 SHAPE_DEFAULT = "qwen2.5-1.5b"
 
 
@@ -187,6 +191,8 @@ def main() -> None:
         if "tokens" in r:
             lens = f" (per row {r['min_len']}-{r['max_len']})" if "min_len" in r else ""
             notes.insert(0, f"{r['tokens']:,} completion tokens{lens}")
+        if "details" in r:
+            notes.append(f"details of {r['details']} rows")
         if r.get("slack_mib", 0) > 16:
             notes.append(f"slack {r['slack_mib']:.0f} MiB")
         e = extra(phase)
@@ -199,6 +205,7 @@ def main() -> None:
     print()
     for label, a, b in (("sampling, before / after", "sample/before", "sample/after"),
                         ("update, before / after", "update/before", "update/after"),
+                        ("update, details on / off", "update/details", "update/after"),
                         ("update, Cohort / TRL GRPOTrainer", "update/after", "update/trl"),
                         ("update, Cohort before / TRL", "update/before", "update/trl")):
         ea, eb = extra(a), extra(b)
@@ -210,6 +217,12 @@ def main() -> None:
             print(f"{label:33s} {at_least}{ea / max(eb, 1.0):7.2f}x")
     print()
     cohort, trl, sample = extra("update/after"), extra("update/trl"), extra("sample/after")
+    details = extra("update/details")
+    if cohort is not None and details is not None and not results["update/details"].get("error"):
+        # 64 MiB: one chunk of float32 logits (LOGITS_CHUNK_ELEMENTS), the most the details could add.
+        verdict = "PASS" if details <= cohort + 64 else "FAIL"
+        print(f"{verdict}  Token details add at most one chunk of logits to the update's peak: {details:,.0f} vs "
+              f"{cohort:,.0f} + 64 MiB")
     if cohort is not None and trl is not None and not results["update/trl"].get("error"):
         verdict = "PASS" if cohort <= 1.2 * trl else "FAIL"
         print(f"{verdict}  Cohort's update peak within 1.2x of TRL's: {cohort:,.0f} vs 1.2 x {trl:,.0f} MiB")

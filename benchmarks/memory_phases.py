@@ -110,7 +110,9 @@ def prepare(phase: str, args: argparse.Namespace, device: torch.device, dtype: t
         return run
 
     prompts, completions, adv = make_batch(tok, args.rows, args.new_tokens)
-    cfg = UpdateConfig(micro_batch_size=args.rows, temperature=1.0)
+    # update/details: the same update with per-token details on (RunConfig.token_details's default top-k 5).
+    cfg = UpdateConfig(micro_batch_size=args.rows, temperature=1.0,
+                       token_topk=5 if phase == "update/details" else None)
     if not trl:
         if phase == "update/before":
             from trainer.policy import updater as cohort_updater
@@ -121,7 +123,10 @@ def prepare(phase: str, args: argparse.Namespace, device: torch.device, dtype: t
 
         def run():
             stats = updater.update(examples)
-            return {"tokens": int(stats["completion_tokens"]), "loss": stats["loss"]}
+            out = {"tokens": int(stats["completion_tokens"]), "loss": stats["loss"]}
+            if cfg.token_topk is not None:  # the details really came out, one per row
+                out["details"] = sum(d is not None for d in updater.last_token_details)
+            return out
         return run
 
     from datasets import Dataset

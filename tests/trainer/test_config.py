@@ -56,12 +56,36 @@ def test_every_field_has_help_and_a_group():
         ({"rewards": [{"name": "f1_score"}]}, "unknown reward 'f1_score'; known rewards: char_f1, conditioned_length"),
         ({"rewards": [{"name": "length", "params": {"limt": 5}}]}, "unknown parameter(s) limt for reward 'length'"),
         ({"lora_targets": []}, "lora_targets must name at least one module"),
+        ({"token_details": "some"}, "token_details must be one of 'off', 'sampled', 'all'"),
+        ({"token_topk": 21}, "token_topk must be a whole number from 0 to 20"),
+        ({"token_topk": -1}, "token_topk must be a whole number from 0 to 20"),
+        ({"token_topk": 2.5}, "token_topk must be a whole number from 0 to 20"),
+        ({"token_fork_share": 0}, "token_fork_share must be a share above 0 and at most 1"),
+        ({"token_fork_share": 1.5}, "token_fork_share must be a share above 0 and at most 1"),
+        ({"token_fork_share": "0.1"}, "token_fork_share must be a share above 0 and at most 1"),
     ],
 )
 def test_invalid_combinations_say_how_to_fix_them(changes, message):
     with pytest.raises(ValueError) as excinfo:
         RunConfig(**changes)
     assert message in str(excinfo.value)
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"token_details": "everything"}, "token_details"), ({"token_topk": True}, "token_topk"),
+    ({"token_fork_share": float("nan")}, "token_fork_share"), ({"token_fork_share": -0.1}, "token_fork_share")])
+def test_token_detail_settings_are_refused_beside_their_field(changes, field):
+    from trainer.config import ConfigError
+
+    with pytest.raises(ConfigError) as excinfo:
+        RunConfig(**changes)
+    assert excinfo.value.field == field
+
+
+def test_token_details_default_to_all_with_five_alternatives_at_the_top_tenth():
+    config = RunConfig()
+    assert (config.token_details, config.token_topk, config.token_fork_share) == ("all", 5, 0.1)
+    RunConfig(token_details="off", token_topk=0, token_fork_share=1.0)  # the bounds are valid
 
 
 def test_mmgrpo_may_sample_more_rollouts_than_the_group_size():

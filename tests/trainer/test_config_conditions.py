@@ -44,8 +44,9 @@ def test_conditions_are_closed_so_each_field_can_be_judged_alone():
 
 
 def test_the_declared_dependencies_are_the_ones_the_trainer_reads():
-    # trainer/run/loop.py, trainer/algorithms/scoring.py, trainer/policy/updater.py, trainer/dspy/prompt_phase.py read each
-    # field only under these choices (padding: module-level grouping, used by grpo and mmgrpo).
+    # trainer/run/loop.py, trainer/algorithms/scoring.py, trainer/policy/updater.py, trainer/dspy/prompt_phase.py,
+    # trainer/run/token_details.py read each field only under these choices (padding: module-level grouping,
+    # used by grpo and mmgrpo).
     proposer = {PROGRAM_OPTIMIZES_PROMPTS: ["true"], "prompt_optimizer": ["mipro_light", "mipro_medium", "gepa"]}
     prompt_phase = {PROGRAM_OPTIMIZES_PROMPTS: ["true"],
                     "prompt_optimizer": ["mipro_light", "mipro_medium", "gepa", "bootstrap_rs"]}
@@ -68,6 +69,8 @@ def test_the_declared_dependencies_are_the_ones_the_trainer_reads():
         "vllm_max_model_len": {"backend": ["vllm"]},
         "vllm_enable_sleep_mode": {"backend": ["vllm"]},
         "hf_generate_rows": {"backend": ["hf"]},
+        "token_topk": {"token_details": ["sampled", "all"]},
+        "token_fork_share": {"token_details": ["sampled", "all"]},
     }
     # Every optimizer but "none" runs phase 1, so a new optimizer must be added to the condition.
     assert set(prompt_phase["prompt_optimizer"]) == set(choices_of("prompt_optimizer")) - {"none"}

@@ -66,6 +66,7 @@ class RunConfig(EvalFields, EngineFields, SamplingFields, LoraFields, OptimField
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")
         self._check_optim_numbers()
+        self._check_token_details()
         self._check_lora_dropout()
         self._check_sampling_numbers()
         self._check_model_numbers()

@@ -19,7 +19,8 @@ from trainer._lazy import lazy_names
 __all__, __getattr__ = lazy_names(__name__, {
     "trainer.policy.batching": ("PolicyBatch", "PolicyExample", "as_example", "encode_completion", "encode_prompt",
                                 "tokenize_examples"),
-    "trainer.policy.logprobs": ("MismatchTotals", "importance_weights", "sequence_logprobs"),
+    "trainer.policy.logprobs": ("MismatchTotals", "importance_weights", "sequence_logprobs",
+                                "sequence_logprobs_with_details"),
     "trainer.policy.lora": ("DEFAULT_LORA_TARGETS", "enable_gradient_checkpointing", "load_policy_model",
                             "lora_config", "lora_parameters", "wrap_with_lora"),
     "trainer.algorithms.loss": ("AGGREGATIONS", "clipped_policy_loss"),

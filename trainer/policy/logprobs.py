@@ -8,6 +8,11 @@ logits exist at once (in the model's dtype, upcast to float32 inside the chunk).
 each chunk is checkpointed: the backward pass recomputes the chunk's logits instead of keeping
 every chunk's alive. Padded positions are skipped.
 
+`sequence_logprobs_with_details` also returns, from the same chunks, each position's entropy and
+top-k tokens (the per-token details a run stores): computed without grad from the chunk's logits
+that exist anyway, once per chunk (a checkpointed chunk's backward recomputation skips them), so
+neither the peak memory nor the number of forward passes grows.
+
 Shapes: B sequences, C padded completion width, H hidden size, V vocabulary, N real completion
 tokens (N <= B * C).
 """
@@ -42,27 +47,81 @@ def _head_is_plain_linear(base: Any) -> bool:
             and getattr(config, "logits_scaling", None) in (None, 1.0))
 
 
-def _chunk_logprobs(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, temperature: float) -> Tensor:
-    """log softmax(hidden @ W^T / temperature)[target] for one chunk. (n, H) -> (n,)"""
+def token_details_from_logits(logits: Tensor, lse: Tensor, topk: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Entropy and top-k of the policy's token distribution p = softmax(z) at each row, z the
+    (temperature-scaled, float32) logits and `lse` = logsumexp(z) already computed. No grad.
+
+    Entropy (nats): H = -sum_v p_v log p_v = sum_v p_v (lse - z_v) = lse * sum_v p_v - sum_v p_v z_v
+    (sum_v p_v is 1 up to rounding; keeping it makes H exactly -sum p log p of the rounded p).
+    Memory: one (n, V) tensor, p, made in place from z - lse, the size of the temporary logsumexp
+    itself makes; once its sum and top-k are taken, p * z is formed in place in it for the row sums
+    (a batched dot product, bmm, would need no buffer either, but accumulates 150,000 float32
+    products in order on a CPU: 2e-3 nats off where this sum is 2e-6 off).
+    (n, V), (n,) -> entropy (n,), top-k ids (n, k) long, top-k probabilities (n, k), descending.
+    """
+    with torch.no_grad():
+        z, lse = logits.detach(), lse.detach()
+        p = (z - lse.unsqueeze(-1)).exp_()  # (n, V)
+        total = p.sum(-1)
+        k = min(topk, z.shape[-1])
+        if k > 0:
+            probs, ids = p.topk(k, dim=-1)
+        else:
+            probs, ids = z.new_zeros(z.shape[0], 0), torch.zeros(z.shape[0], 0, dtype=torch.long, device=z.device)
+        entropy = (lse * total - p.mul_(z).sum(-1)).clamp_(min=0.0)
+        del p
+    return entropy, ids, probs
+
+
+def _chunk_logprobs(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, temperature: float,
+                    details: list | None = None, topk: int = 0) -> Tensor:
+    """log softmax(hidden @ W^T / temperature)[target] for one chunk. (n, H) -> (n,)
+
+    With a `details` list, also appends this chunk's (entropy, top-k ids, top-k probs) to it, the
+    first time only: under checkpointing the backward pass calls this function again to recompute
+    the logits, and the details were taken already (they carry no gradient)."""
     logits = F.linear(hidden, weight, bias).float()  # (n, V): the only vocabulary-wide tensor
     if temperature != 1.0:
         logits = logits / temperature
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    lse = torch.logsumexp(logits, dim=-1)
+    chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    if details is not None and not details:
+        details.append(token_details_from_logits(logits, lse, topk))
+    return chosen
 
 
 def chosen_token_logprobs(hidden: Tensor, head: torch.nn.Linear, targets: Tensor, *, temperature: float = 1.0,
                           chunk_elements: int = LOGITS_CHUNK_ELEMENTS) -> Tensor:
     """Log-probs of `targets` under softmax(head(hidden) / temperature), a chunk of rows at a time.
     (N, H), (N,) -> (N,) float32. Extra memory: one chunk's logits (about `chunk_elements` floats)."""
+    return _chunked_logprobs(hidden, head, targets, temperature, chunk_elements, None)[0]
+
+
+def _chunked_logprobs(hidden: Tensor, head: torch.nn.Linear, targets: Tensor, temperature: float,
+                      chunk_elements: int, topk: int | None) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
+    """`chosen_token_logprobs`, plus each row's (entropy, top-k ids, top-k probs) when `topk` is not None."""
     rows = max(1, chunk_elements // head.out_features)
-    pieces = []
+    pieces, boxes = [], []
     for start in range(0, hidden.shape[0], rows):
-        args = (hidden[start:start + rows], head.weight, head.bias, targets[start:start + rows], temperature)
+        box: list | None = [] if topk is not None else None  # filled by the chunk's first call only
+        args = (hidden[start:start + rows], head.weight, head.bias, targets[start:start + rows], temperature,
+                box, topk or 0)
         if torch.is_grad_enabled() and hidden.requires_grad:
             pieces.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
         else:
             pieces.append(_chunk_logprobs(*args))
-    return torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
+        boxes.append(box)
+    chosen = torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
+    if topk is None:
+        return chosen, None
+    if not boxes:
+        return chosen, _empty_details(0, topk, hidden.device)
+    return chosen, tuple(torch.cat([box[0][i] for box in boxes]) for i in range(3))
+
+
+def _empty_details(n: int, topk: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    return (torch.zeros(n, device=device), torch.zeros(n, topk, dtype=torch.long, device=device),
+            torch.zeros(n, topk, device=device))
 
 
 def completion_hidden_states(base: Any, batch: PolicyBatch) -> Tensor:
@@ -84,17 +143,50 @@ def sequence_logprobs(model: torch.nn.Module, batch: PolicyBatch, *, temperature
     ratio of MMGRPO Eq. 1 / Eq. 5 (GDPO Eq. 3) compares like with like. Padded positions hold 0;
     use `completion_mask`. Memory: hidden states plus one chunk of logits (module docstring).
     """
+    return _sequence_logprobs(model, batch, temperature, chunk_elements, None)[0]
+
+
+def sequence_logprobs_with_details(model: torch.nn.Module, batch: PolicyBatch, *, temperature: float = 1.0,
+                                   chunk_elements: int = LOGITS_CHUNK_ELEMENTS,
+                                   topk: int = 5) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """`sequence_logprobs` and, from the same pass, the per-token details of the policy's token
+    distribution p = softmax(logits / temperature) at each completion position:
+
+    - log-probs (B, C): log p[token], the ratio's log-probs (MMGRPO Eq. 1), with their autograd graph;
+    - entropy (B, C): H(p) = -sum_v p_v log p_v in nats (`token_details_from_logits`), no grad;
+    - top-k ids (B, C, k) and probabilities (B, C, k): the k most likely tokens under p, descending.
+
+    Padded positions hold 0. Memory: the same peak as `sequence_logprobs` (module docstring); under
+    autograd the details are taken in the forward pass only, not again when the checkpointed chunks
+    are recomputed for the backward pass.
+    """
+    logprobs, details = _sequence_logprobs(model, batch, temperature, chunk_elements, topk)
+    return (logprobs, *details)
+
+
+def _sequence_logprobs(model: torch.nn.Module, batch: PolicyBatch, temperature: float, chunk_elements: int,
+                       topk: int | None) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
     base = _base_model(model)
     keep = batch.completion_mask.bool()  # (B, C)
     if not _head_is_plain_linear(base) or _is_fsdp_root(base):
         # Sharded weights (trainer.policy.sharding) are gathered by the model's own forward, never when the
         # decoder and the head's weight are reached directly as below.
-        return _logprobs_from_full_logits(model, batch, keep, temperature)
+        return _logprobs_from_full_logits(model, batch, keep, temperature, topk)
     hidden = completion_hidden_states(base, batch)  # (B, C, H)
-    chosen = chosen_token_logprobs(hidden[keep], base.get_output_embeddings(), batch.completion_ids[keep],
-                                   temperature=temperature, chunk_elements=chunk_elements)  # (N,)
+    chosen, details = _chunked_logprobs(hidden[keep], base.get_output_embeddings(), batch.completion_ids[keep],
+                                        temperature, chunk_elements, topk)  # (N,)
     out = torch.zeros(keep.shape, dtype=torch.float32, device=hidden.device)
-    return out.masked_scatter(keep, chosen)
+    out = out.masked_scatter(keep, chosen)
+    if details is None:
+        return out, None
+    entropy, ids, probs = details
+    k = ids.shape[-1]
+    full = (torch.zeros(keep.shape, device=hidden.device),
+            torch.zeros((*keep.shape, k), dtype=torch.long, device=hidden.device),
+            torch.zeros((*keep.shape, k), device=hidden.device))
+    for target, rows in zip(full, (entropy, ids, probs), strict=True):
+        target[keep] = rows
+    return out, full
 
 
 def _is_fsdp_root(base: torch.nn.Module) -> bool:
@@ -103,17 +195,27 @@ def _is_fsdp_root(base: torch.nn.Module) -> bool:
     return isinstance(base, FSDPModule)
 
 
-def _logprobs_from_full_logits(model: torch.nn.Module, batch: PolicyBatch, keep: Tensor, temperature: float) -> Tensor:
+def _logprobs_from_full_logits(model: torch.nn.Module, batch: PolicyBatch, keep: Tensor, temperature: float,
+                               topk: int | None = None) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
     """For heads that are not a plain linear layer: the model's own logits (in its dtype), upcast
-    one row at a time (TRL's selective log-softmax). Memory: the (B, C, V) logits in the model's dtype."""
+    one row at a time (TRL's selective log-softmax), with each row's details when `topk` is not
+    None. Memory: the (B, C, V) logits in the model's dtype."""
     width = batch.completion_ids.shape[1]
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
                    logits_to_keep=width + 1, use_cache=False).logits[:, :-1]  # (B, C, V)
-    rows = []
+    rows, details = [], []
     for row_logits, row_ids in zip(logits, batch.completion_ids, strict=True):
         scaled = row_logits.float() / temperature
-        rows.append(scaled.gather(-1, row_ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1))
-    return torch.stack(rows) * keep
+        lse = torch.logsumexp(scaled, dim=-1)
+        rows.append(scaled.gather(-1, row_ids.unsqueeze(-1)).squeeze(-1) - lse)
+        if topk is not None:
+            details.append(token_details_from_logits(scaled, lse, topk))
+    out = torch.stack(rows) * keep
+    if topk is None:
+        return out, None
+    mask = keep.float()
+    entropy, ids, probs = (torch.stack([d[i] for d in details]) for i in range(3))
+    return out, (entropy * mask, ids * keep.unsqueeze(-1), probs * mask.unsqueeze(-1))
 
 
 def importance_weights(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, *, cap: float) -> Tensor:

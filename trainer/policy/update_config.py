@@ -64,6 +64,10 @@ class UpdateConfig:
     own, so there is nothing to correct for. False for another engine (vLLM) or unknown samplers."""
     append_eos: bool = False
     """Append EOS to completions given as text only."""
+    token_topk: int | None = None
+    """Per-token details: None computes none; k >= 0 makes `update()` also record, for every example,
+    its tokens' log-probs, entropies and k most likely tokens, from the pass that gives the old
+    log-probs (`PolicyUpdater.last_token_details`)."""
     seed: int = 0
     """Seeds the dropout RNG of each update from (seed, update index), so a resumed run is exact."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -88,5 +92,7 @@ class UpdateConfig:
             raise ValueError("gradient_accumulation_steps must be >= 0 (0: the whole batch per optimizer step)")
         if self.beta < 0.0:
             raise ValueError("beta must be >= 0 (0 disables the KL penalty and the reference pass)")
+        if self.token_topk is not None and (isinstance(self.token_topk, bool) or not 0 <= self.token_topk <= 20):
+            raise ValueError(f"token_topk must be None (no token details) or 0 to 20, got {self.token_topk!r}")
         if self.importance_sampling_cap < 1.0:
             raise ValueError("importance_sampling_cap must be >= 1 (TRL's default is 2 to 3)")

@@ -51,6 +51,7 @@ from trainer.policy.lora import (  # noqa: F401 - re-exported: the policy's publ
 )
 from trainer.policy.sharding import is_sharded, pad_micro_batches
 from trainer.policy.state import PolicyPersistence
+from trainer.policy.token_details import DetailsSink, ExampleDetails, per_example_details
 from trainer.policy.update_config import SCHEDULERS, UpdateConfig  # noqa: F401 - re-exported: the policy's public names
 
 # --------------------------------------------------------------------------------------------------
@@ -88,6 +89,9 @@ class PolicyUpdater(PolicyPersistence):
         self.updates = 0  # update() calls
         self.optimizer_steps = 0
         self._last_lr = self.scheduler.get_last_lr()[0]
+        # Per example of the last update(), when config.token_topk is set: its per-token details
+        # (trainer.policy.token_details.per_example_details), None for an example it did not score.
+        self.last_token_details: list[ExampleDetails | None] = []
 
     @property
     def device(self) -> torch.device:
@@ -105,6 +109,10 @@ class PolicyUpdater(PolicyPersistence):
         sampling weights and the mismatch stats (`mismatch/...`, `is_weight/...`). Reference log-probs
         (adapter disabled, the same weights) only when beta > 0. Training passes use train mode, so
         LoRA dropout makes the ratio fluctuate slightly around 1.
+
+        With `config.token_topk` set, the pass that gives the old log-probs (the eval pass, or the
+        first training pass) also gives each token's entropy and top-k: `last_token_details`, one
+        entry per example, in order (this rank's examples in a many-process run). No extra pass.
         """
         cfg = self.config
         started = time.perf_counter()
@@ -134,19 +142,26 @@ class PolicyUpdater(PolicyPersistence):
         totals: dict[str, float] = {}
         mismatch = MismatchTotals()
         steps = 0
+        details = DetailsSink.maybe(len(micro), cfg.token_topk)  # per micro-batch, filled by the old log-probs' pass
         with _seeded(cfg.seed * 1_000_003 + self.updates, self.device):
             # Before the first optimizer step: from the second step on the ratio moves away from 1.
-            olds, refs = self._frozen_logprobs(micro, old=self._needs_old_pass(micro, len(chunks)))
+            # (The details only when asked for: these calls stay what they were without them.)
+            olds, refs = self._frozen_logprobs(micro, old=self._needs_old_pass(micro, len(chunks)),
+                                               **({"details": details} if details is not None else {}))
             self._record_mismatch(micro, olds, mismatch)
-            for _ in range(cfg.num_iterations):
+            for epoch in range(cfg.num_iterations):
                 for chunk, norm in zip(chunks, norms, strict=True):
+                    # No old pass: the first training pass's log-probs are the old ones, so its details too.
+                    takes_details = details is not None and olds is None and epoch == 0
+                    sink = {"details": details, "indices": chunk} if takes_details else {}
                     step = self._optimizer_step([micro[k] for k in chunk], None if olds is None else [olds[k] for k in chunk],
-                                                [refs[k] for k in chunk], norm)
+                                                [refs[k] for k in chunk], norm, **sink)
                     steps += 1
                     for k, v in step.items():
                         totals[k] = totals.get(k, 0.0) + v
         self.model.eval()
         self.updates += 1
+        self.last_token_details = per_example_details(real, details) if details is not None else []
 
         elapsed = time.perf_counter() - started
         stats = {k: v / max(steps, 1) for k, v in totals.items()}  # the mean optimizer step
@@ -225,17 +240,18 @@ class PolicyUpdater(PolicyPersistence):
         return mb.to(self.device)
 
     def _frozen_logprobs(
-        self, micro: list[PolicyBatch], *, old: bool = True
+        self, micro: list[PolicyBatch], *, old: bool = True, details: DetailsSink | None = None
     ) -> tuple[list[Tensor] | None, list[Tensor | None]]:
-        """The trainer's old log-probs (when `old`) and, when beta > 0, the reference's (the same
-        weights, adapter disabled): no grad, eval mode, before any optimizer step."""
+        """The trainer's old log-probs (when `old`, with each micro-batch's token details into
+        `details` when given) and, when beta > 0, the reference's (the same weights, adapter
+        disabled): no grad, eval mode, before any optimizer step."""
         cfg = self.config
         self.model.eval()
         olds, refs = [], []
         with torch.no_grad():
-            for mb in micro:
+            for k, mb in enumerate(micro):
                 if old:
-                    olds.append(sequence_logprobs(self.model, mb, temperature=cfg.temperature))
+                    olds.append(self._logprobs(mb, details, k))
                 ref = None
                 if cfg.beta > 0.0:
                     with self.model.disable_adapter():
@@ -270,6 +286,12 @@ class PolicyUpdater(PolicyPersistence):
             mismatch.add(olds[k], micro[k], corrected=self._importance_weight(micro[k], olds[k]) is not None,
                          cap=cfg.importance_sampling_cap)
 
+    def _logprobs(self, mb: PolicyBatch, details: DetailsSink | None, index: int) -> Tensor:
+        """The policy's log-probs of `mb` (B, C); with a sink, their token details go to it as `index`."""
+        if details is None:
+            return sequence_logprobs(self.model, mb, temperature=self.config.temperature)
+        return details.score(self.model, mb, self.config.temperature, index)
+
     def _importance_weight(self, mb: PolicyBatch, old: Tensor) -> Tensor | None:
         """TIS weights of one micro-batch, where they apply: another engine's log-probs, correction on."""
         cfg = self.config
@@ -283,14 +305,19 @@ class PolicyUpdater(PolicyPersistence):
         olds: list[Tensor] | None,
         refs: list[Tensor | None],
         norm: dict[str, float],
+        *,
+        details: DetailsSink | None = None,
+        indices: Sequence[int] = (),
     ) -> dict[str, float]:
+        """One optimizer step over `micro`; `details` (indexed by `indices`, each micro-batch's place
+        in the update) receives the token details of this pass when it gives the old log-probs."""
         cfg = self.config
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         weighted = {"clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0}
         for k, (mb, ref) in enumerate(zip(micro, refs, strict=True)):
-            new = sequence_logprobs(self.model, mb, temperature=cfg.temperature)
+            new = self._logprobs(mb, details, indices[k] if details is not None else k)
             old = olds[k] if olds is not None else new.detach()
             weight = self._importance_weight(mb, old) if olds is not None else None
             loss, st = clipped_policy_loss(

@@ -98,6 +98,11 @@ class ModuleCall:
     messages: list[dict[str, str]] | None = None
     """The chat messages `prompt` was rendered from (None for a raw-text prompt); `prompt` is the
     text the model saw."""
+    tokens: dict[str, Any] | None = None
+    """Per-token details of the completion (RunConfig.token_details), plain JSON: "pieces" (each
+    sampled token decoded on its own), "sampler" / "trainer" (log-probs), "entropy" (nats), "topk"
+    ([position, [[piece, probability], ...]] at the forks); see trainer/run/token_details.py. None:
+    no details (and no "tokens" key in `to_dict`)."""
 
     @property
     def reward(self) -> float | None:
@@ -107,8 +112,8 @@ class ModuleCall:
         return float(self.propagated_reward) + float(self.specific_reward)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON: every field plus the derived ``reward``."""
-        return {
+        """Plain JSON: every field plus the derived ``reward``; ``tokens`` only when there are details."""
+        out = {
             "call_id": self.call_id,
             "parent_id": self.parent_id,
             "module": self.module,
@@ -124,6 +129,9 @@ class ModuleCall:
             "advantage": _float_or_none(self.advantage),
             "group_id": self.group_id,
         }
+        if self.tokens is not None:
+            out["tokens"] = jsonable(self.tokens)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModuleCall:

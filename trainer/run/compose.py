@@ -143,6 +143,7 @@ def update_config(config: RunConfig) -> UpdateConfig:
         total_steps=c.steps * c.optimizer_steps_per_step(), max_context_length=c.max_context_length, seed=c.seed,
         dr_grpo_max_len=c.max_new_tokens, importance_sampling_correction=c.importance_sampling_correction,
         importance_sampling_cap=c.importance_sampling_cap, sampler_is_policy=c.backend == "hf",
+        token_topk=c.token_topk if c.token_details != "off" else None,
     )
 
 

@@ -31,6 +31,7 @@ from trainer.run.compose import RunParts, build_run
 from trainer.run.reporting import Reporter
 from trainer.run.rollouts import StepSampler
 from trainer.run.setup import visible_gpus
+from trainer.run.token_details import StepTokenDetails
 
 KEEP_CHECKPOINTS = 3
 
@@ -60,6 +61,8 @@ class Trainer:
         self.attempt = attempt
         self.parts = parts or build_run(config, ranks=ranks, model_cache_dir=model_cache_dir, program=program)
         self.sampler = StepSampler(config, self.parts.backend, ranks)
+        self.token_details = (StepTokenDetails(config, self.parts.tokenizer, self.parts.scorer.agents, ranks)
+                              if config.token_details != "off" else None)
         self.step = 0
         self._adapter_version = 0  # adapters handed to a sampler with its own weights (vLLM)
 
@@ -94,11 +97,16 @@ class Trainer:
         sleep = getattr(self.backend, "sleep", None)
         if sleep is not None:
             sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
-        update_stats = self.updater.update(batch) if any(g.members for g in groups) else {}
+        updated = any(g.members for g in groups)
+        update_stats = self.updater.update(batch) if updated else {}
         if self.config.backend == "vllm" and batch:
             self._publish_adapter()
         system = self.system.finish()
         metrics = self.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
+        if self.token_details is not None:  # each call's tokens, and the tokens/... metrics
+            metrics.update(self.token_details.attach(
+                trajectories, groups, batch, self.updater.last_token_details if updated else [],
+                self.sampler.samples, set(by_id)))
         metrics.update(system)
         metrics.update({"time/step_s": time.perf_counter() - started, "time/sampling_s": sampled - started,
                         "time/update_s": update_stats.get("seconds", 0.0)})

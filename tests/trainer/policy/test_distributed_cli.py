@@ -99,6 +99,11 @@ def test_a_two_process_run_reports_one_stream_with_the_whole_batch(tmp_path):
         metrics = event["metrics"]
         for rank in (0, 1):
             assert metrics[f"system/rank{rank}/sample_s"] > 0 and metrics[f"system/rank{rank}/update_s"] >= 0
+        # Per-token details (token_details = "all") of both ranks' calls, written by rank 0.
+        calls = [c for r in rollouts for c in r["calls"]]
+        assert all(len(c["tokens"]["trainer"]) == len(c["tokens"]["sampler"]) == len(c["tokens"]["pieces"]) > 0
+                   for c in calls)
+        assert metrics["tokens/entropy/mean"] > 0 and 0 <= metrics["tokens/mismatch/share"] <= 1
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
     assert not (tmp_path / "run" / "rank-errors").exists()
 

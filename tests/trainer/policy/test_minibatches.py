@@ -48,17 +48,17 @@ def test_after_the_first_optimizer_step_the_ratio_is_against_the_old_policy(poli
     seen = []
     real_step = up._optimizer_step
 
-    def recording(micro, olds, refs, norm):
+    def recording(micro, olds, refs, norm, **details):
         seen.append(olds is not None)
-        return real_step(micro, olds, refs, norm)
+        return real_step(micro, olds, refs, norm, **details)
 
     up._optimizer_step = recording
     frozen = []
     real_frozen = up._frozen_logprobs
 
-    def recording_frozen(micro, *, old=True):
+    def recording_frozen(micro, *, old=True, details=None):
         frozen.append((old, up.optimizer_steps))
-        return real_frozen(micro, old=old)
+        return real_frozen(micro, old=old, details=details)
 
     up._frozen_logprobs = recording_frozen
     stats = up.update(examples(8))

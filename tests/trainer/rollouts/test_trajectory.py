@@ -80,6 +80,16 @@ def test_to_dict_is_plain_json_and_round_trips():
     assert back.to_dict() == again
 
 
+def test_a_calls_tokens_are_in_its_dict_only_when_it_has_them():
+    plain = call("echo")
+    assert "tokens" not in plain.to_dict()
+    tokens = {"pieces": ["He", "llo", "<|im_end|>"], "sampler": [-0.1, -2.0, float("nan")],
+              "trainer": [-0.1, -2.0, -0.5], "entropy": [0.5, np.float32(1.25), 0.0], "topk": [[1, [["llo", 0.3]]]]}
+    data = json.loads(json.dumps(call("echo", tokens=tokens).to_dict(), allow_nan=False))
+    assert data["tokens"]["sampler"] == [-0.1, -2.0, None] and data["tokens"]["entropy"] == [0.5, 1.25, 0.0]
+    assert ModuleCall.from_dict(data).tokens == data["tokens"]
+
+
 def test_jsonable_covers_common_shapes():
     @dataclass
     class Doc:

@@ -53,6 +53,12 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
         assert 0 <= metrics["mismatch/abs_logprob_diff"] < 1e-3
         assert abs(metrics["is_weight/mean"] - 1) < 0.01 and 0 <= metrics["is_weight/capped_share"] < 0.05
         assert math.isfinite(metrics["loss"]) and 0 <= metrics["reward/regex_match"] <= 1
+        # Every call carries its tokens (token_details = "all"): vLLM's log-probs beside the trainer's.
+        for call in (c for r in event["rollouts"] for c in r["calls"]):
+            tokens = call["tokens"]
+            assert len(tokens["pieces"]) == len(tokens["sampler"]) == len(tokens["trainer"]) == len(tokens["entropy"]) > 0
+            assert max(abs(s - t) for s, t in zip(tokens["sampler"], tokens["trainer"], strict=True)) < 0.05
+        assert 0 <= metrics["tokens/mismatch/max"] < 0.05 and metrics["tokens/entropy/mean"] > 0
     # the engine sampled with the adapter the trainer had just saved, never a stale one
     assert sorted(p.name for p in (tmp_path / "run" / "adapters").iterdir()) == ["v1", "v2"]
 
