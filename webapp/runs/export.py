@@ -19,6 +19,7 @@ from webapp.runs.models import CallText, ModuleCall, Rollout, Run, StepMetric
 from webapp.runs.retention import Retention, steps_without_rollouts
 from webapp.runs.series import metric_keys
 from webapp.runs.texts import decode_texts
+from webapp.runs.token_store import decode_tokens
 
 CHUNK_ROWS = 500  # rows per server-side fetch and per streamed piece
 ROLLOUTS_PER_PIECE = 100  # a rollout carries its calls' prompts (kilobytes each): smaller pieces
@@ -64,9 +65,10 @@ class _TextStream:
 
     def __init__(self, run: Run):
         self.rows = (CallText.objects.filter(run=run).order_by("pk")
-                     .values_list("attempt", "step", "example_id", "data").iterator(chunk_size=CHUNK_ROWS // 10))
-        self.raw: dict[tuple, bytes] = {}
+                     .values_list("attempt", "step", "example_id", "data", "tokens").iterator(chunk_size=CHUNK_ROWS // 10))
+        self.raw: dict[tuple, tuple[bytes, bytes | None]] = {}
         self.decoded: dict[tuple, dict] = {}
+        self.decoded_tokens: dict[tuple, dict] = {}
         self.current: tuple | None = None
 
     def texts(self, attempt: int, step: int, example_id: str) -> dict:
@@ -75,15 +77,27 @@ class _TextStream:
             for done in [k for k in self.raw if k[:2] == self.current]:
                 self.raw.pop(done)
                 self.decoded.pop(done, None)
+                self.decoded_tokens.pop(done, None)
             self.current = key[:2]
         while key not in self.raw:
             row = next(self.rows, None)
             if row is None:
                 return {}
-            self.raw[row[:3]] = row[3]
+            self.raw[row[:3]] = row[3:]
         if key not in self.decoded:
-            self.decoded[key] = decode_texts(self.raw[key])
+            self.decoded[key] = decode_texts(self.raw[key][0])
         return self.decoded[key]
+
+    def tokens(self, attempt: int, step: int, example_id: str) -> dict:
+        """{(rollout index, position): CallTokens} of the example's calls (after `texts` of the same key)."""
+        key = (attempt, step, example_id)
+        blob = self.raw.get(key, (None, None))[1]
+        if blob is None:
+            return {}
+        if key not in self.decoded_tokens:
+            completions = {place: completion for place, (_, _, completion) in self.decoded[key].items()}
+            self.decoded_tokens[key] = decode_tokens(blob, completions)
+        return self.decoded_tokens[key]
 
 
 def rollouts_jsonl(run: Run, *, anonymous: bool = False) -> Iterator[str]:
@@ -113,6 +127,11 @@ def rollouts_jsonl(run: Run, *, anonymous: bool = False) -> Iterator[str]:
                         rollout["attempt"], rollout["step"], rollout["example_id"]).get(
                         (rollout["index"], call["position"]), ("", None, ""))
                     call.update(prompt=prompt, messages=messages, completion=completion)
+                    details = texts.tokens(rollout["attempt"], rollout["step"], rollout["example_id"]).get(
+                        (rollout["index"], call["position"]))
+                    if details is not None:
+                        call["tokens"] = {"pieces": details.pieces, "sampler": details.sampler, "trainer": details.trainer,
+                                          "entropy": details.entropy, "topk": [[i, alts] for i, alts in details.topk.items()]}
                 own.append(call)
             pending = next(calls, None)
         rollout["calls"] = own

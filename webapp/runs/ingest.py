@@ -35,6 +35,7 @@ from webapp.runs.models import (
 )
 from webapp.runs.retention import retention_apply, storage_add
 from webapp.runs.texts import encode_texts
+from webapp.runs.token_store import encode_tokens
 
 BATCH_SIZE = 2000
 REWARD_KEY = "reward/mean"  # trainer.run.loop's training reward; best, last reward of the runs table
@@ -153,6 +154,7 @@ class StepRows:
         position_of = {t.get("trajectory_id"): first + i for i, t in enumerate(trajectories)}
         call_position: dict[tuple[Any, Any], int] = {}
         texts: dict[str, list[tuple[int, str, Any, str]]] = {}  # example id -> its calls' texts
+        tokens: dict[str, list[tuple[tuple[int, int], str, Any]]] = {}  # example id -> its calls' token details
         for index, t in enumerate(trajectories):
             self.rollouts.append({
                 "run_id": run_id, "attempt": attempt, "step": step, "index": index,
@@ -174,6 +176,9 @@ class StepRows:
                 texts.setdefault(self.rollouts[-1]["example_id"], []).append(
                     (index, _without_nul(c.get("prompt", "")), _without_nul(c.get("messages")),
                      _without_nul(c.get("completion", ""))))
+                if c.get("tokens"):
+                    tokens.setdefault(self.rollouts[-1]["example_id"], []).append(
+                        ((index, position), texts[self.rollouts[-1]["example_id"]][-1][3], c["tokens"]))
                 self.calls.append({
                     "position": position, "module": _without_nul(c["module"]),
                     "invocation_index": int(c["invocation_index"]),
@@ -183,7 +188,7 @@ class StepRows:
                 })
         for example, calls in texts.items():
             self.texts.append({"run_id": run_id, "attempt": attempt, "step": step, "example_id": example,
-                               "data": encode_texts(calls)})
+                               "data": encode_texts(calls), "tokens": encode_tokens(tokens.get(example, ()))})
         for index, g in enumerate(event.get("groups", [])):
             group_position = len(self.groups)
             self.groups.append({

@@ -125,7 +125,7 @@ def rollout_rows_bytes(run_id: int, steps: Sequence[int] | None) -> int:
         (f"SELECT {_size_sql('c', ['prompt', 'messages', 'completion', 'module'])} "
          f"FROM runs_modulecall c JOIN runs_rollout r ON r.id = c.rollout_id WHERE r.run_id = %s{where_r}"),
         (f"SELECT {_size_sql('g', ['module', 'example_id'])} FROM runs_group g WHERE g.run_id = %s{where_g}"),
-        (f"SELECT {_size_sql('t', ['data', 'example_id'])} FROM runs_calltext t "
+        (f"SELECT {_size_sql('t', ['data', 'tokens', 'example_id'])} FROM runs_calltext t "
          f"WHERE t.run_id = %s{where_g.replace('g.step', 't.step')}"),
         (f"SELECT {_size_sql('m', ['reward_components', 'component_advantages'])} "
          f"FROM runs_groupmember m JOIN runs_group g ON g.id = m.group_id WHERE g.run_id = %s{where_g}"),

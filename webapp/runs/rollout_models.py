@@ -82,6 +82,9 @@ class CallText(models.Model):
     step = models.PositiveIntegerField()
     example_id = models.CharField(max_length=200, blank=True)
     data = models.BinaryField(help_text="zlib-compressed JSON, see webapp/runs/texts.py.")
+    tokens = models.BinaryField(null=True, blank=True, help_text=(
+        "The calls' per-token details (pieces, log-probs, entropy, forks' alternatives), zlib-compressed: "
+        "see webapp/runs/token_store.py. NULL when the run stored none."))
 
     class Meta:
         constraints = [

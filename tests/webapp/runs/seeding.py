@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import numpy as np
 
@@ -175,3 +176,31 @@ def make_run(owner, *, config: dict | None = None, **fields):
 
 def ingest(run, events) -> None:
     step_events_ingest(run, list(events))
+
+
+END_OF_TURN = "<|im_end|>"
+
+
+def with_token_details(event: dict, *, seed: int = 0, fork_share: float = 0.2, topk: int = 3) -> dict:
+    """The event with per-token details on every call, shaped as the trainer sends them
+    (trainer/rollouts/trajectory.py `ModuleCall.tokens`): a word or a space per piece plus an
+    end-of-turn token the text skips, deterministic log-probs and entropies, and alternatives at
+    the positions whose entropy is in the step's top `fork_share`."""
+    rng = random.Random(seed)
+    calls = {}  # a call shared by forks gets one set of details
+    for t in event["rollouts"]:
+        for c in t["calls"]:
+            key = c.get("call_id") or id(c)
+            if key not in calls:
+                pieces = [p for p in re.split(r"(\s+)", c["completion"]) if p] + [END_OF_TURN]
+                entropy = [round(rng.uniform(0.0, 3.0), 4) for _ in pieces]
+                trainer = [round(-rng.uniform(0.0, 4.0), 4) for _ in pieces]
+                sampler = [round(lp + rng.choice([0.0, 0.0, 0.05, -0.3]), 4) for lp in trainer]
+                calls[key] = {"pieces": pieces, "sampler": sampler, "trainer": trainer, "entropy": entropy}
+            c["tokens"] = calls[key]
+    every = sorted(e for d in calls.values() for e in d["entropy"])
+    threshold = every[int(len(every) * (1 - fork_share))] if every else 0.0
+    for details in calls.values():
+        details["topk"] = [[i, [[details["pieces"][i], 0.4]] + [[f" alt{j}", round(0.3 / (j + 1), 4)] for j in range(topk - 1)]]
+                           for i, e in enumerate(details["entropy"]) if e >= threshold]
+    return event

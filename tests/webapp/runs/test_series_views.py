@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
+from tests.webapp.runs.seeding import hover_step_event, ingest, make_run, with_token_details
 from webapp.runs.models import ModuleCall, Rollout, StepMetric
 from webapp.runs.series import Series, config_differences, downsample_indices, series_payload
 
@@ -335,6 +335,22 @@ def test_rollouts_jsonl_has_every_rollout_with_its_calls(client, owner):
     assert [c["position"] for c in first["calls"]] == list(range(stored.calls.count()))
     assert first["calls"][0]["prompt"].startswith("Claim:")
     assert sum(len(line["calls"]) for line in lines) == ModuleCall.objects.filter(rollout__run=run).count()
+    assert all("tokens" not in c for line in lines for c in line["calls"])  # the run stored none
+
+
+def test_rollouts_jsonl_carries_each_call_s_token_details(client, owner):
+    run = make_run(owner)
+    events = [with_token_details(hover_step_event(s, examples=2, rollouts=3), seed=s) for s in (1, 2)]
+    ingest(run, events)
+    client.force_login(owner)
+    lines = [json.loads(line) for line in consume(client.get(reverse("runs:export_rollouts", args=[run.pk])))[0].splitlines()]
+    sent = {(e["step"], i, p): c["tokens"] for e in events for i, t in enumerate(e["rollouts"]) for p, c in enumerate(t["calls"])}
+    for line in lines:
+        for call in line["calls"]:
+            details = sent[(line["step"], line["index"], call["position"])]
+            assert call["tokens"]["pieces"] == details["pieces"]
+            assert call["tokens"]["entropy"] == pytest.approx(details["entropy"], abs=1e-3)
+            assert call["tokens"]["topk"] == details["topk"]
 
 
 def test_exports_stream_with_a_constant_number_of_queries(client, owner):
