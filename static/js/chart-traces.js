@@ -106,6 +106,8 @@
     return chart.series.filter((s) => s.band).length > MANY_BANDS ? "closest" : "x";
   }
 
+  const LONG_TITLE = 70; // characters
+
   function layoutFor(chart) {
     const { axis, fallback } = yAxisFor(chart);
     const xaxis = { title: { text: cv.xTitle(), standoff: 4 }, uirevision: page.view.x, exponentformat: "e", minexponent: 6,
@@ -123,7 +125,8 @@
       };
     }
     return {
-      title: { text: chart.title, font: { size: 13 } },
+      // A long title (the Tokens charts') in a smaller font: at 13px it runs under the expand and pin buttons.
+      title: { text: chart.title, font: { size: chart.title.length > LONG_TITLE ? 11 : 13 } },
       margin: { l: 56, r: 10, t: 36, b: 56 }, height: chart.wide ? 520 : chart.height,
       xaxis,
       yaxis: { ...axis, hoverformat: ".4~g", uirevision: `${axis.type}` },

@@ -20,6 +20,9 @@
     ["eval", "Evaluation", "learning"],
     ["format_penalty", "Format penalty per module", "learning"],
     ["parse_ok", "Parsed outputs per module (share)", "learning"],
+    ["tokens/entropy", "Token entropy (nats): mean, 10th/50th/90th percentiles, best and worst rollout of each group", "tokens"],
+    ["tokens/mismatch", "Tokens whose sampler and trainer log-probs differ by more than 0.1 (share), and the largest gap", "tokens"],
+    ["tokens/prob", "Sampled tokens' mean probability", "tokens"],
     ["group_var", "Group reward variance per module", "groups"],
     ["zero_var_share", "Zero-variance groups (share)", "groups"],
     ["similarity", "Intra-group similarity per module (token F1)", "groups"],
@@ -70,6 +73,13 @@
     if (key.startsWith("eval/")) {
       const rest = key.slice("eval/reward/".length);
       return key.startsWith("eval/reward/") ? ["eval/reward", rest] : ["eval", key.slice(5)];
+    }
+    if (key.startsWith("tokens/")) {
+      // tokens/<family>/<series>[/<module>] (issue 45): "tokens/entropy/p90/rewriter" is "p90 rewriter"
+      // on the token-entropy chart.
+      const [, family, name, ...module] = key.split("/");
+      if (name === undefined) return [key, key];
+      return [`tokens/${family}`, module.length ? `${name} ${module.join("/")}` : name];
     }
     if (key.startsWith("clip_fraction")) {
       return ["clip_fraction", key === "clip_fraction" ? "all" : key.slice("clip_fraction_".length)];

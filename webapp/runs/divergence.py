@@ -1,5 +1,7 @@
 """Where the best and the worst rollout of an example part: the first module call whose completion
-differs (or that one of them lacks), and the first differing word in it.
+differs (or that one of them lacks), the first differing word in it, and, where both calls stored
+per-token details (issue 45), the first token they chose differently: how likely each choice was, the
+entropy there, and whether it is a fork (a high-entropy position whose alternatives were kept).
 
 Pure functions over plain data (`Trace`), so they are tested without the database;
 `grid_divergence` reads the traces off the trajectory inspector's `Grid`.
@@ -11,8 +13,11 @@ the fork point.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from webapp.runs.token_store import CallTokens
 
 CONTEXT_WORDS = 3  # words shown on each side of the first differing word
 WORD_CHARS = 40  # a longer word is cut in the summary
@@ -25,6 +30,7 @@ class CallText:
     module: str
     invocation: int
     completion: str
+    tokens: CallTokens | None = field(default=None, compare=False)  # per-token details, where stored
 
     @property
     def label(self) -> str:
@@ -38,6 +44,26 @@ class Trace:
     index: int
     reward: float | None
     calls: Sequence[CallText]
+
+
+@dataclass(frozen=True)
+class TokenChoice:
+    """What one side sampled at the first token where best and worst differ."""
+
+    piece: str  # '' past the end of the shorter completion
+    prob: float | None  # of the sampled token (the trainer's log-prob, else the sampler's)
+    entropy: float | None  # nats, of the distribution it was sampled from
+    alternatives: tuple[tuple[str, float], ...] = ()  # the top-k kept there (a fork), else none
+
+    @property
+    def text(self) -> str:
+        return _quote(visible_whitespace(self.piece)) + ("" if self.prob is None else f" (p={self.prob:.2f})")
+
+    @property
+    def alternatives_text(self) -> str:
+        """The alternatives kept there with their probabilities, the sampled one marked."""
+        return ", ".join(f"{_quote(visible_whitespace(piece))} {prob:.2f}{' (chosen)' if piece == self.piece else ''}"
+                         for piece, prob in self.alternatives)
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,9 @@ class Divergence:
     worst_word: str = ""
     best_context: str = ""
     worst_context: str = ""
+    token_index: int | None = None  # first differing token, where both calls have token details
+    best_token: TokenChoice | None = None
+    worst_token: TokenChoice | None = None
 
     @property
     def identical(self) -> bool:
@@ -82,6 +111,34 @@ class Divergence:
         return None if self.word_index is None else self.word_index + 1
 
     @property
+    def token_number(self) -> int | None:
+        return None if self.token_index is None else self.token_index + 1
+
+    @property
+    def at_fork(self) -> bool:
+        """The first differing token is a fork: alternatives were kept there on either side."""
+        return any(t is not None and t.alternatives for t in (self.best_token, self.worst_token))
+
+    @property
+    def token_entropy(self) -> float | None:
+        """The entropy where they chose differently (the same context on both sides: the best's, else the worst's)."""
+        for choice in (self.best_token, self.worst_token):
+            if choice is not None and choice.entropy is not None:
+                return choice.entropy
+        return None
+
+    @property
+    def token_summary(self) -> str:
+        """The line about the first differing token; '' without token details on both sides."""
+        if self.token_index is None or self.best_token is None or self.worst_token is None:
+            return ""
+        entropy = "" if self.token_entropy is None else f", entropy {self.token_entropy:.2f} nats there"
+        kind = ("a high-entropy fork (its alternatives are stored)" if self.at_fork
+                else "not a stored fork (no alternatives kept there)")
+        return (f"First token they chose differently: token {self.token_number}, {self.best_token.text} vs "
+                f"{self.worst_token.text}{entropy}: {kind}.")
+
+    @property
     def place(self) -> str:
         """The call where they part: 'module[invocation]', or both labels when the calls differ in module."""
         labels = [c.label for c in (self.best_call, self.worst_call) if c is not None]
@@ -100,6 +157,14 @@ class Divergence:
             other = "worst" if self.missing_side == "best" else "best"
             return f"{where}: the {self.missing_side} rollout has no call there, the {other} one does."
         return f"{where}, word {self.word_number}: {_quote(self.best_word)} vs {_quote(self.worst_word)}."
+
+
+WHITESPACE_SHOWN = str.maketrans({" ": "·", "\n": "⏎", "\t": "⇥", "\r": "␍"})
+
+
+def visible_whitespace(text: str) -> str:
+    """`text` with its spaces, newlines and tabs drawn (a token is often just one of them)."""
+    return text.translate(WHITESPACE_SHOWN)
 
 
 def _reward(value: float | None) -> str:
@@ -135,6 +200,35 @@ def first_word_difference(a: str, b: str) -> int | None:
     return None
 
 
+def first_token_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
+    """Index of the first token where pieces `a` and `b` differ (one ending first counts); None when equal."""
+    for i in range(max(len(a), len(b))):
+        if i >= len(a) or i >= len(b) or a[i] != b[i]:
+            return i
+    return None
+
+
+def token_choice(tokens: CallTokens, index: int) -> TokenChoice:
+    """What `tokens` sampled at `index` ('' with nothing known past its end)."""
+    if index >= len(tokens):
+        return TokenChoice("", None, None)
+    logprob = tokens.logprob(index)
+    entropy = tokens.entropy[index] if tokens.entropy is not None else None
+    return TokenChoice(tokens.pieces[index], None if logprob is None else math.exp(logprob), entropy,
+                       tuple(tokens.topk.get(index, ())))
+
+
+def _token_parting(best: CallText, worst: CallText) -> dict:
+    """The Divergence fields of the first differing token, where both calls have token details."""
+    if best.tokens is None or worst.tokens is None:
+        return {}
+    index = first_token_difference(best.tokens.pieces, worst.tokens.pieces)
+    if index is None:
+        return {}
+    return {"token_index": index, "best_token": token_choice(best.tokens, index),
+            "worst_token": token_choice(worst.tokens, index)}
+
+
 def word_context(text: str, index: int, width: int = CONTEXT_WORDS) -> str:
     """`width` words either side of word `index`, the word itself in brackets ('[…]' past the end)."""
     words = text.split()
@@ -167,7 +261,7 @@ def find_divergence(traces: Sequence[Trace]) -> Divergence | None:
         k = 0 if k is None else k
         bw, ww = b.completion.split(), w.completion.split()
         return Divergence(best, worst, position, b, w, k, bw[k] if k < len(bw) else "", ww[k] if k < len(ww) else "",
-                          word_context(b.completion, k), word_context(w.completion, k))
+                          word_context(b.completion, k), word_context(w.completion, k), **_token_parting(b, w))
     return Divergence(best, worst)
 
 
@@ -177,5 +271,6 @@ def grid_divergence(grid) -> Divergence | None:
     for row in grid.rows:
         calls = sorted((c.call for c in row.cells if c.call is not None), key=lambda call: call.position)
         traces.append(Trace(row.rollout.index, row.rollout.total_reward,
-                            [CallText(c.module, c.invocation_index, c.completion) for c in calls]))
+                            [CallText(c.module, c.invocation_index, c.completion, getattr(c, "tokens", None))
+                             for c in calls]))
     return find_divergence(traces)

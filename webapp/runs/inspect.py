@@ -16,7 +16,7 @@ from django.db.models import Avg, Count, Max, Min, Q
 from django.http import Http404
 
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, StepMetric
-from webapp.runs.texts import fill_call_texts
+from webapp.runs.token_reads import fill_example_calls
 
 Slot = tuple[str, int]  # (module, relative invocation index): MMGRPO Algorithm 1's group key
 
@@ -157,9 +157,9 @@ def _word_segments(text: str, reference: str) -> list[tuple[str, bool]]:
 def trajectory_grid(run: Run, step: int, example_id: str, *, attempt: int | None = None) -> Grid:
     """The rollouts of one example at one step as rows, aligned by (module, invocation index) slots.
 
-    Six queries: the step's attempt, the rollouts, their calls (prompts left out: they load on
-    demand), the example's compressed texts (two, webapp/runs/texts.py), and the group memberships of
-    those calls with their groups.
+    Five queries: the step's attempt, the rollouts, their calls (prompts left out: they load on
+    demand), the example's compressed texts with its calls' token details (`call.tokens`, one row:
+    webapp/runs/token_reads.py), and the group memberships of those calls with their groups.
     """
     attempt, _ = step_attempt(run, step, attempt)
     rollouts = list(Rollout.objects.filter(run=run, attempt=attempt, step=step, example_id=example_id)
@@ -169,7 +169,7 @@ def trajectory_grid(run: Run, step: int, example_id: str, *, attempt: int | None
     calls = list(ModuleCall.objects.filter(rollout__run=run, rollout__attempt=attempt, rollout__step=step,
                                            rollout__example_id=example_id)
                  .defer("prompt", "messages").order_by("rollout_id", "position"))
-    fill_call_texts(calls)
+    fill_example_calls(run, attempt, step, example_id, calls, {r.pk: r.index for r in rollouts})
     memberships = list(GroupMember.objects.filter(call__rollout__run=run, call__rollout__attempt=attempt,
                                                   call__rollout__step=step, call__rollout__example_id=example_id)
                        .select_related("group").only("padded", "duplicated", "call_id", "group__id",

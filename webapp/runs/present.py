@@ -5,6 +5,7 @@ page's time. Everything user-supplied goes through `format_html` / `escape`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from urllib.parse import urlencode
 
 from django.urls import reverse
@@ -13,6 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from webapp.runs.divergence import Divergence
 from webapp.runs.inspect import Cell, Grid, Slot
+from webapp.runs.token_present import cell_key
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -80,9 +82,11 @@ def _segments_html(segments: list[tuple[str, bool]], diverge_word: int | None) -
     return "".join(out)
 
 
-def cell_html(cell: Cell, urls: _Urls, diverge: tuple[str, int | None] | None = None) -> SafeString:
+def cell_html(cell: Cell, urls: _Urls, diverge: tuple[str, int | None] | None = None,
+              token_key: str | None = None) -> SafeString:
     """One grid cell; `diverge` = (note, word index) marks the cell where the best and the worst
-    rollout part (class `diverge`, the note, the first differing word highlighted)."""
+    rollout part (class `diverge`, the note, the first differing word highlighted); `token_key` names
+    the call's tokens in the page's token JSON (static/js/tokens.js draws them), where it has some."""
     parts: list[str] = []
     call = cell.call
     if diverge is not None:
@@ -108,7 +112,8 @@ def cell_html(cell: Cell, urls: _Urls, diverge: tuple[str, int | None] | None = 
                                  ((urls.group_of(gid), kind, gid, kind) for gid, kind in cell.groups))
         parts.append(format_html('<div class="small">{}</div>', links))
     classes = cell_classes(cell) + (" diverge" if diverge is not None else "")
-    return mark_safe(f'<td class="{classes}">{"".join(parts)}</td>')  # every part was escaped above
+    tokens = f' data-tokens="{escape(token_key)}"' if token_key else ""
+    return mark_safe(f'<td class="{classes}"{tokens}>{"".join(parts)}</td>')  # every part was escaped above
 
 
 def _diverge_marks(grid: Grid, divergence: Divergence | None) -> dict[tuple[int, int], tuple[str, int | None]]:
@@ -132,9 +137,17 @@ def _diverge_marks(grid: Grid, divergence: Divergence | None) -> dict[tuple[int,
     return marks
 
 
-def grid_rows_html(grid: Grid, run_id: int, divergence: Divergence | None = None) -> list[tuple]:
-    """(row, [cell html]) per rollout row; `divergence` marks where the best and the worst rollout part."""
+def grid_rows_html(grid: Grid, run_id: int, divergence: Divergence | None = None,
+                   token_cells: Collection[str] = ()) -> list[tuple]:
+    """(row, [cell html]) per rollout row; `divergence` marks where the best and the worst rollout part;
+    `token_cells` are the calls (webapp/runs/token_present.py `cell_key`) whose tokens the page carries."""
     urls = _Urls(run_id)
     marks = _diverge_marks(grid, divergence)
-    return [(row, [cell_html(cell, urls, marks.get((row.rollout.index, col))) for col, cell in enumerate(row.cells)])
+
+    def key(row, cell) -> str | None:
+        found = cell_key(row.rollout.index, cell.call.position) if cell.call is not None else None
+        return found if found in token_cells else None
+
+    return [(row, [cell_html(cell, urls, marks.get((row.rollout.index, col)), key(row, cell))
+                   for col, cell in enumerate(row.cells)])
             for row in grid.rows]

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from webapp.projects.selectors import launchable_projects, personal_project
-from webapp.runs import divergence, groups, inspect, present, series
+from webapp.runs import divergence, groups, inspect, present, series, token_present
 from webapp.runs.access import (
     anonymized,
     link_readable,
@@ -111,6 +111,7 @@ def run_detail(request, run_id: int):
 # which is run-charts.js's FAMILIES; a metric no family claims lands in "other".
 CHART_SECTIONS = (
     ("learning", "Learning", "Is the run learning? Reward, its components, evaluation, parsed outputs."),
+    ("tokens", "Tokens", "Entropy, the sampled tokens' probability, sampler/trainer mismatch per token."),
     ("groups", "Groups", "Do the groups carry a signal? Variance, zero-variance share, similarity, advantages."),
     ("optimization", "Optimization", "Loss, KL, clipping, gradient norm, learning rate, sampler mismatch."),
     ("sampling", "Sampling", "Tokens, truncation, failures, throughput and step time."),
@@ -258,19 +259,22 @@ def run_step(request, run_id: int, step: int):
         "next_offset": offset + EXAMPLES_PAGE if offset + EXAMPLES_PAGE < n_examples else None,
         "modules": inspect.step_module_summary(run, attempt, step), "groups": group_rows, "n_groups": n_groups,
         "module": module, "dropped": "" if examples else rollouts_dropped(run, step),
+        "forks": token_present.fork_rows(run, attempt, step), "no_forks": token_present.no_forks_note(run),
     })
 
 
 @require_GET
 @link_readable
 def run_trajectories(request, run_id: int, step: int):
-    """The trajectory inspector: `?example=<id>` of a step, rollouts side by side, calls aligned."""
+    """The trajectory inspector: `?example=<id>` of a step, rollouts side by side, calls aligned; with
+    `?colour=` its tokens coloured, with `&rollout=<index>&call=<position>&token=<i>` opened at one token."""
     run = run_read(request, run_id)
     example_id = request.GET.get("example", "")
     try:
         if not example_id:
             raise BadParam("'example' is required: the example id whose rollouts to show.")
         attempt = _int_param(request, "attempt", low=1)
+        focus = token_present.focus_param(request)
     except BadParam as exc:
         return _bad(request, str(exc))
     dropped = rollouts_dropped(run, step)
@@ -280,8 +284,10 @@ def run_trajectories(request, run_id: int, step: int):
     if run.access.anonymous:
         grid = inspect.grid_hide(grid, lambda text: anonymized(text, run))
     parting = divergence.grid_divergence(grid)  # where the best and the worst rollout part
+    tokens = token_present.inspector_tokens(run, grid, parting, colour=request.GET.get("colour"), focus=focus)
     return render(request, "runs/trajectories.html", {
-        "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk, parting), "divergence": parting,
+        "run": run, "grid": grid, "rows": present.grid_rows_html(grid, run.pk, parting, tokens.cells),
+        "divergence": parting, "tokens": tokens,
         "history_url": present.example_history_url(run.pk, example_id),
         "columns": list(zip([inspect.slot_label(s) for s in grid.slots], grid.distinct, strict=True)),
         # GRPO and MMGRPO sample their G rollouts with fork_on_first too, so they have parent links;

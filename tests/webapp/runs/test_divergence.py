@@ -1,17 +1,22 @@
 """Where the best and the worst rollout part: pure unit tests of webapp.runs.divergence, then the
 grid of a stored run (MHGPO forks that share their calls before the fork point)."""
 
+import math
 import re
 
 import pytest
 
 from webapp.runs.divergence import (
     CallText,
+    TokenChoice,
     Trace,
     find_divergence,
+    first_token_difference,
     first_word_difference,
+    visible_whitespace,
     word_context,
 )
+from webapp.runs.token_store import CallTokens
 
 
 def trace(index, reward, *calls):
@@ -97,6 +102,72 @@ def test_word_context_is_short_and_marks_the_word():
 def test_long_words_are_cut_in_the_summary():
     d = find_divergence([trace(0, 1.0, ("a", 0, "x" * 100)), trace(1, 0.0, ("a", 0, "y"))])
     assert "'" + "x" * 39 + "…'" in d.summary
+
+
+# --- the first differing token (per-token details, issue 45) ---------------------------------------------
+
+
+def answer(text: str, *pieces: str, probs=None, entropy=None, topk=None) -> tuple:
+    """An answerer call whose completion `text` is `pieces`, with the log-probs of `probs`."""
+    tokens = CallTokens(list(pieces), trainer=[math.log(p) for p in probs] if probs else None,
+                        entropy=list(entropy) if entropy else None, topk=topk or {})
+    return ("answerer", 0, text, tokens)
+
+
+PARIS = answer("It is Paris", "It", " is", " Paris", probs=[0.9, 0.8, 0.6], entropy=[0.2, 0.3, 1.5],
+               topk={2: [(" Paris", 0.6), (" Lyon", 0.3)]})
+LYON = answer("It is Lyon", "It", " is", " Lyon", probs=[0.9, 0.8, 0.3], entropy=[0.2, 0.3, 1.5],
+              topk={2: [(" Paris", 0.6), (" Lyon", 0.3)]})
+
+
+def test_first_token_difference():
+    assert first_token_difference(["a", "b"], ["a", "c"]) == 1
+    assert first_token_difference(["a", "b"], ["a"]) == 1  # one side ends first
+    assert first_token_difference(["a"], ["a"]) is None
+    assert first_token_difference([], ["x"]) == 0
+
+
+def test_the_first_token_they_chose_differently_with_its_probabilities_and_entropy():
+    d = find_divergence([trace(1, 0.1, SHARED, LYON), trace(0, 0.9, SHARED, PARIS)])
+    assert (d.position, d.word_index, d.token_index, d.token_number) == (1, 2, 2, 3)
+    assert d.best_token == TokenChoice(" Paris", pytest.approx(0.6), 1.5, ((" Paris", 0.6), (" Lyon", 0.3)))
+    assert d.worst_token.piece == " Lyon" and d.worst_token.prob == pytest.approx(0.3)
+    assert d.at_fork and d.token_entropy == 1.5
+    assert d.token_summary == ("First token they chose differently: token 3, '·Paris' (p=0.60) vs '·Lyon' (p=0.30), "
+                               "entropy 1.50 nats there: a high-entropy fork (its alternatives are stored).")
+    assert d.best_token.alternatives_text == "'·Paris' 0.60 (chosen), '·Lyon' 0.30"
+    assert d.worst_token.alternatives_text == "'·Paris' 0.60, '·Lyon' 0.30 (chosen)"
+
+
+def test_a_differing_token_without_alternatives_is_not_a_fork():
+    best = answer("It is Paris", "It", " is", " Paris", probs=[0.9, 0.8, 0.6])
+    worst = answer("It is Lyon", "It", " is", " Lyon")  # no log-probs, no entropy stored
+    d = find_divergence([trace(0, 1.0, best), trace(1, 0.0, worst)])
+    assert d.token_index == 2 and not d.at_fork and d.token_entropy is None
+    assert d.worst_token == TokenChoice(" Lyon", None, None)
+    assert d.token_summary == ("First token they chose differently: token 3, '·Paris' (p=0.60) vs '·Lyon': "
+                               "not a stored fork (no alternatives kept there).")
+
+
+def test_a_completion_that_ends_first_parts_at_its_end():
+    d = find_divergence([trace(0, 1.0, answer("yes because", "yes", " because", probs=[0.5, 0.25])),
+                         trace(1, 0.0, answer("yes", "yes", "<|im_end|>", probs=[0.5, 0.75]))])
+    assert d.token_index == 1 and d.worst_token.piece == "<|im_end|>"
+    d = find_divergence([trace(0, 1.0, answer("yes because", "yes", " because", probs=[0.5, 0.25])),
+                         trace(1, 0.0, answer("yes", "yes", probs=[0.5]))])
+    assert d.token_index == 1 and d.worst_token == TokenChoice("", None, None)
+    assert "'·because' (p=0.25) vs (end of text)" in d.token_summary
+
+
+def test_no_token_parting_without_details_on_both_sides_or_without_a_call():
+    d = find_divergence([trace(0, 1.0, SHARED, PARIS), trace(1, 0.0, SHARED, ("answerer", 0, "It is Lyon"))])
+    assert d.word_index == 2 and d.token_index is None and d.token_summary == "" and not d.at_fork
+    d = find_divergence([trace(0, 1.0, SHARED, PARIS), trace(1, 0.0, SHARED)])  # the worst has no call there
+    assert d.missing_side == "worst" and d.token_index is None and d.token_summary == ""
+
+
+def test_whitespace_is_drawn():
+    assert visible_whitespace(" a\n\tb") == "·a⏎⇥b"
 
 
 # --- on stored runs: the grid, the page ------------------------------------------------------------
@@ -207,3 +278,31 @@ def test_missing_call_cell_is_marked_in_the_grid(client, owner):
     assert ["missing" in classes.split() for classes, _ in cells] == [True, False]
     assert "best and worst part here: the worst rollout has no call 3" in html
     assert "diverge-word" not in html  # no word to point at when a whole call is missing
+
+
+@pytest.mark.django_db
+def test_the_inspector_marks_the_first_token_where_best_and_worst_part(client, owner):
+    import json
+
+    from django.urls import reverse
+
+    from tests.webapp.runs.seeding import ingest, make_run, with_token_details
+    from webapp.runs.divergence import grid_divergence
+    from webapp.runs.inspect import trajectory_grid
+
+    run = make_run(owner, config={"strategy": "mhgpo", "sampling": "fof", "token_details": "all"})
+    ingest(run, [with_token_details(forked_after_a_shared_call_event(), fork_share=0.5)])
+    d = grid_divergence(trajectory_grid(run, 1, "q0"))
+    # "passage 3 then passage 2" vs "passage 3 then passage 1", a piece per word and space: token 9 parts.
+    assert (d.best.index, d.worst.index, d.position, d.token_index) == (2, 0, 1, 8)
+    assert (d.best_token.piece, d.worst_token.piece) == ("2", "1")
+    assert d.best_token.prob is not None and d.token_entropy is not None
+    client.force_login(owner)
+    html = client.get(reverse("runs:trajectories", args=[run.pk, 1]), {"example": "q0"}).content.decode()
+    line = re.search(r'<span class="divergence-token" id="divergence-token">(.*?)</span>\s*</p>', html, re.S).group(1)
+    assert "First token they chose differently: token 9, &#x27;2&#x27; (p=" in line
+    assert ("a high-entropy fork" in line) == d.at_fork
+    links = [a.replace("&amp;", "&") for a in re.findall(r'<a class="parting-link" href="([^"]+)">', line)]
+    assert [re.search(r"rollout=(\d)&call=(\d)&token=(\d+)", a).groups() for a in links] == [("2", "1", "8"), ("0", "1", "8")]
+    payload = json.loads(re.search(r'<script id="token-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+    assert payload["diverge"] == {"2-1": 8, "0-1": 8}  # the token highlighted in both cells
