@@ -25,13 +25,16 @@ class CohortAPIError(Exception):
     """A request the API refused (`status`: the HTTP status, 0 when the server could not be reached)."""
 
     def __init__(self, status: int, message: str, errors: dict[str, list[str]] | None = None, *,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, answer: dict[str, Any] | None = None):
         super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
         self.errors = errors or {}  # a refused run creation: field -> what is wrong with it
         # An overloaded server's 503, or a 429, says how long to wait before asking again (seconds).
         self.retry_after = retry_after
+        # The whole JSON object the server answered, when it sent one: a steps post whose bad per-token
+        # arrays were left out says there which steps it stored all the same.
+        self.answer = answer or {}
 
     def wait_s(self, backoff_s: float) -> float:
         """How long to wait before asking again: the server's Retry-After when it gave one (at most
@@ -88,7 +91,7 @@ def api_error(exc: urllib.error.HTTPError) -> CohortAPIError:
         body = json.loads(exc.read().decode("utf-8"))
         detail, errors = body.get("detail") or body.get("error"), body.get("errors")
     except (ValueError, AttributeError, UnicodeDecodeError, OSError, http.client.HTTPException):
-        detail, errors = None, None
+        body, detail, errors = None, None, None
     if exc.code == 401:
         message = f"token rejected ({detail})" if detail else "token rejected"
     elif exc.code == 404:
@@ -96,7 +99,8 @@ def api_error(exc: urllib.error.HTTPError) -> CohortAPIError:
     else:
         message = detail or exc.reason or "request failed"
     return CohortAPIError(exc.code, str(message), errors if isinstance(errors, dict) else None,
-                          retry_after=retry_after_s(exc.headers.get("Retry-After") if exc.headers else None))
+                          retry_after=retry_after_s(exc.headers.get("Retry-After") if exc.headers else None),
+                          answer=body if isinstance(body, dict) else None)
 
 
 def retry_after_s(value: str | None) -> float | None:

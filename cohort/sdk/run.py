@@ -95,7 +95,11 @@ class Run:
     def log_rollouts(self, step: int, rollouts: Iterable[Mapping[str, Any]]) -> None:
         """Adds rollouts to `step`: dicts with prompt, completion (text or chat messages), rewards
         (name -> number), reward, advantage, group (the rollouts of one group share it), example_id,
-        module. A malformed rollout raises a ValueError here, and nothing of the call is kept."""
+        module; and, optionally, the completion token by token: tokens (each token's text, at most
+        32,768), logprobs (each token's log-prob under the policy that sampled it) and entropies (nats),
+        one value per token (lists, numpy arrays or 1-d tensors; finite, log-probs <= 0, entropies >= 0).
+        A malformed rollout raises a ValueError here (`rollouts[3].entropies: 12 values for 11 tokens`),
+        and nothing of the call is kept."""
         step = values.step_number(step)
         with self._lock:
             same = self._pending == step

@@ -65,6 +65,8 @@ def sync_folder(folder: Path, *, url: str | None = None, token: str | None = Non
     finish = spool.state["finish"]
     ending = f"finished as {finish['state']}" if finish else "not finished (its program has not finished it)"
     counts = (f"{uploader.stored} steps uploaded, {uploader.skipped} already there"
+              + (f", {uploader.partly} posts stored without per-token arrays the server refused" if uploader.partly
+                 else "")
               + (f", {uploader.rejected} refused (see {spool.folder / 'rejected.jsonl'})" if uploader.rejected else ""))
     return Outcome(folder, uploader.rejected == 0,
                    f"{folder}: {len(lines)} steps: {counts}; {ending}: {spool.state['run_url']}")

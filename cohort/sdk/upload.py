@@ -9,6 +9,8 @@ attempt half-succeeded. What is not worth asking again is told apart from what i
 - 413 for a batch: the batch is split in halves, each sent on its own;
 - any other 4xx for a batch: split the same way, down to the one step the server refuses, which goes
   to rejected.jsonl with the server's answer, so one bad step never holds back the others;
+- a 400 that says which steps it stored all the same (`stored`, `skipped`: a rollout's per-token
+  arrays were refused and left out, the rest kept): answered; one warning names what was left out;
 - 401 (token) and 404 (run): every request would fail the same way: raised, for the caller to stop.
 """
 
@@ -84,6 +86,7 @@ class Uploader:
         self.token = token
         self.warn = warn
         self.stored = self.skipped = self.rejected = 0  # this uploader's counts, for `cohort sync`
+        self.partly = 0  # posts stored without some per-token arrays the server refused
 
     def _post(self, path: str, payload: Any) -> Any:
         return send_json(self.url, self.token, "POST", path, payload, timeout=REQUEST_TIMEOUT_S)
@@ -104,6 +107,10 @@ class Uploader:
         except CohortAPIError as exc:
             if exc.retryable or exc.status in FATAL_STATUSES:
                 raise
+            if stored_anyway(exc):
+                self._partly_stored(exc)
+                self._ack(items[-1][0] + 1)
+                return
             if len(items) > 1:  # 413, or a refused step somewhere in the batch: find it by halves
                 middle = len(items) // 2
                 self.send(items[:middle])
@@ -121,6 +128,16 @@ class Uploader:
             self.skipped += len(answer.get("skipped") or ())
         self._ack(items[-1][0] + 1)
 
+    def _partly_stored(self, exc: CohortAPIError) -> None:
+        """A post stored without the per-token arrays the server refused: counted, warned once (the
+        same mistake is usually in every step; the steps.jsonl lines keep what was sent)."""
+        self.stored += len(exc.answer.get("stored") or ())
+        self.skipped += len(exc.answer.get("skipped") or ())
+        self.partly += 1
+        if self.partly == 1:
+            self.warn(f"Cohort stored the steps but left out per-token arrays it refused ({exc}); later "
+                      "refusals of such arrays are not warned again")
+
     def _ack(self, watermark: int) -> None:
         if watermark > self.spool.state["acked"]:
             self.spool.update(acked=watermark)
@@ -135,6 +152,13 @@ class Uploader:
                 raise
             self.warn(f"Cohort refused to finish run {self.spool.state['run_id']} as {request['state']}: {exc}")
         self.spool.update(finished=True)
+
+
+def stored_anyway(exc: CohortAPIError) -> bool:
+    """Whether a refused steps post was stored all the same, without what the answer names (a 400
+    with the steps it stored and skipped)."""
+    return (exc.status == 400 and isinstance(exc.answer.get("stored"), list)
+            and isinstance(exc.answer.get("skipped"), list))
 
 
 def retrying(call: Callable[[], Any], *, attempts: int, sleep: Callable[[float], Any] = time.sleep) -> Any:

@@ -6,7 +6,9 @@ thread. Only cheap checks live here (types, names, counts); the server checks ev
 
 Numbers arrive as Python numbers, numpy scalars or 0-d torch tensors; each is turned into a plain
 int or float without importing numpy or torch (a 0-d array or tensor has `ndim == 0` and `__float__`).
-NaN and infinities are sent as null: JSON has no spelling for them.
+NaN and infinities are sent as null: JSON has no spelling for them. A rollout's per-token arrays
+(`tokens`, `logprobs`, `entropies`: lists, numpy arrays or 1-d tensors, turned into lists by their own
+`.tolist()`) are the exception: a NaN there is a mistake, refused at the call like a wrong length.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ MAX_ROLLOUTS_PER_STEP = 4096
 MAX_REWARDS, MAX_REWARD_NAME = 32, 100  # a rollout's
 MAX_PER_STEP = 32  # distinct reward names, and modules, of a step's rollouts
 MAX_TEXT, MAX_ID, MAX_MODULE = 100_000, 200, 100
-ROLLOUT_KEYS = frozenset({"prompt", "completion", "rewards", "reward", "advantage", "group", "example_id", "module"})
+MAX_TOKENS, MAX_PIECE = 32_768, 1_000  # a rollout's tokens, and the characters of one token's piece
+MAX_LOGPROB = 1e-3  # a log-prob is <= 0; this much above it is rounding
+TOKEN_ARRAYS = ("tokens", "logprobs", "entropies")
+ROLLOUT_KEYS = frozenset({"prompt", "completion", "rewards", "reward", "advantage", "group", "example_id", "module",
+                          *TOKEN_ARRAYS})
 
 
 def number(value: Any) -> Any:
@@ -110,6 +116,72 @@ def _short_text(where: str, value: Any, longest: int) -> str | None:
     return value
 
 
+def _as_list(value: Any) -> Any:
+    """A numpy array or a tensor as a list (its own `.tolist()`: neither is imported here); else as is."""
+    if not isinstance(value, list | tuple | str | bytes | Mapping) and callable(getattr(value, "tolist", None)):
+        try:
+            return value.tolist()
+        except (TypeError, ValueError, RuntimeError):
+            return value
+    return value
+
+
+def token_arrays(where: str, value: Mapping[str, Any]) -> dict[str, list]:
+    """A rollout's per-token arrays checked: `tokens` (each token's text), and the `logprobs` (finite,
+    <= MAX_LOGPROB) and `entropies` (finite, >= 0) of those tokens, one value per token. Empty when none
+    was given; a ValueError naming the field (`rollouts[3].entropies: 12 values for 11 tokens`) otherwise.
+    The server checks the same (webapp/api/logging_input.py `token_arrays_problems`)."""
+    clean: dict[str, list] = {}
+    if value.get("tokens") is not None:
+        tokens = _as_list(value["tokens"])
+        if not isinstance(tokens, list | tuple):
+            raise ValueError(f"{where}.tokens must be a list of strings (each token's text), not "
+                             f"{type(value['tokens']).__name__}")
+        if len(tokens) > MAX_TOKENS:
+            raise ValueError(f"{where}.tokens has {len(tokens):,} tokens; at most {MAX_TOKENS:,}")
+        for i, piece in enumerate(tokens):
+            if not isinstance(piece, str):
+                raise ValueError(f"{where}.tokens[{i}] must be a string (the token's text), not {type(piece).__name__}")
+            if len(piece) > MAX_PIECE:
+                raise ValueError(f"{where}.tokens[{i}] has {len(piece):,} characters; at most {MAX_PIECE:,}")
+        clean["tokens"] = [str(piece) for piece in tokens]
+    for key, check in (("logprobs", _logprob), ("entropies", _entropy)):
+        if value.get(key) is None:
+            continue
+        if "tokens" not in clean:
+            raise ValueError(f"{where}.{key} needs {where}.tokens: it holds one value per token")
+        values = _as_list(value[key])
+        if not isinstance(values, list | tuple):
+            raise ValueError(f"{where}.{key} must be a list of numbers (one per token), not {type(value[key]).__name__}")
+        if len(values) != len(clean["tokens"]):
+            raise ValueError(f"{where}.{key}: {len(values):,} values for {len(clean['tokens']):,} tokens")
+        clean[key] = [check(f"{where}.{key}[{i}]", v) for i, v in enumerate(values)]
+    return clean
+
+
+def _finite(where: str, value: Any) -> float:
+    converted = SKIP if isinstance(value, bool) else number(value)
+    if converted is SKIP:
+        raise ValueError(f"{where} must be a number, not {type(value).__name__}")
+    if converted is None:
+        raise ValueError(f"{where} is {value!r}: per-token values must be finite numbers")
+    return float(converted)
+
+
+def _logprob(where: str, value: Any) -> float:
+    converted = _finite(where, value)
+    if converted > MAX_LOGPROB:
+        raise ValueError(f"{where} is {converted:g}: a log-prob is at most 0")
+    return converted
+
+
+def _entropy(where: str, value: Any) -> float:
+    converted = _finite(where, value)
+    if converted < 0:
+        raise ValueError(f"{where} is {converted:g}: an entropy is at least 0")
+    return converted
+
+
 def rollout(index: int, value: Any) -> dict[str, Any]:
     """One rollout in the API's form (numbers converted), or a ValueError naming what is wrong."""
     where = f"rollout {index}"
@@ -144,6 +216,7 @@ def rollout(index: int, value: Any) -> dict[str, Any]:
         clean["module"] = _short_text(f"{where}'s module", value["module"], MAX_MODULE)
         if not clean["module"]:
             raise ValueError(f"{where}'s module must not be empty (leave it out for the default)")
+    clean.update(token_arrays(f"rollouts[{index}]", value))
     return clean
 
 

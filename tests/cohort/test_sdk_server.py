@@ -4,6 +4,7 @@ middle of two runs and started again, nothing lost and nothing stored twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from tests.webapp.runs.factories import make_task
 from webapp.api.services import token_create
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.models import Rollout, Run, StepMetric
+from webapp.runs.models import CallText, Rollout, Run, StepMetric
 
 NEUTRAL = ("the SDK's own behaviour over HTTP (batches, retries, the run folder, `cohort sync`); the "
            "external-run endpoints it calls, and how they store steps, rollouts and groups, are tested on "
@@ -125,6 +126,47 @@ def test_an_offline_run_is_uploaded_by_the_cohort_sync_command(asgi_server, key,
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "5 steps: 0 steps uploaded, 0 already there" in again.stdout
     assert stored_steps(run_id) == [1, 2, 3, 4, 5]
+
+
+def with_tokens(rows: list[dict]) -> list[dict]:
+    """The rollouts with their completions token by token: one token per character, made-up numbers."""
+    return [{**row, "tokens": list(row["completion"]), "logprobs": [-0.5] * len(row["completion"]),
+             "entropies": [float(i % 3) for i in range(len(row["completion"]))]} for row in rows]
+
+
+def test_per_token_arrays_logged_with_the_sdk_are_stored_and_a_folder_with_bad_ones_still_syncs(
+        asgi_server, key, task, tmp_path):
+    """Issue 45 over HTTP: the SDK's token arrays are stored with the step (and its mean entropy); a run
+    folder holding a bad array (an SDK's checks differ, a hand-edited line) is uploaded by `cohort sync`
+    with that array left out and the rest of the step stored, and the command says so and succeeds."""
+    run = cohort.init(asgi_server, key, task=task.name, dir=tmp_path / "good")
+    sent = with_tokens(rollouts(1))
+    run.log_rollouts(1, sent)
+    run.finish()
+    assert run.wait(0)
+    entropies = [e for row in sent for e in row["entropies"]]
+    metrics = StepMetric.objects.get(run_id=run.id, step=1).metrics
+    assert metrics["tokens/entropy/mean"] == pytest.approx(sum(entropies) / len(entropies))
+    assert CallText.objects.filter(run_id=run.id, tokens__isnull=False).count() == 2  # one row per example
+
+    offline = cohort.init(asgi_server, task=task.name, mode="offline", dir=tmp_path / "edited")
+    offline.log({"loss": 0.5}, step=1)
+    offline.log_rollouts(1, with_tokens(rollouts(1)))
+    offline.log({"loss": 0.25}, step=2)
+    offline.finish()
+    lines = (offline.folder / "steps.jsonl").read_text().splitlines()
+    step = json.loads(lines[0])
+    step["rollouts"][3]["entropies"] = step["rollouts"][3]["entropies"][:-1]  # one value short
+    (offline.folder / "steps.jsonl").write_text("\n".join([json.dumps(step), *lines[1:]]) + "\n")
+    done = subprocess.run([COHORT_COMMAND, "sync", str(offline.folder)], env={**os.environ, "COHORT_TOKEN": key},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 steps uploaded, 0 already there, 1 posts stored without per-token arrays the server refused" in done.stdout
+    assert "steps[0].rollouts[3].entropies: " in done.stderr and "values for" in done.stderr
+    run_id = Spool.open(offline.folder).state["run_id"]
+    assert stored_steps(run_id) == [1, 2] and Rollout.objects.filter(run_id=run_id).count() == 8
+    assert StepMetric.objects.get(run_id=run_id, step=1).metrics["loss"] == 0.5
+    assert not (offline.folder / "rejected.jsonl").exists()
 
 
 # A program that logs steps 1-5, waits (the test stops the server), logs 6-10, and finishes with a

@@ -1,25 +1,31 @@
 """TRL's real `GRPOTrainer` training the real SmolLM2 on a CPU and streaming into a real server
 (daphne and the database) through `cohort.trl.CohortCallback`; the server is killed mid-run and
-started again on its port, and every step arrives once, with its groups."""
+started again on its port, and every step arrives once, with its groups and each completion's tokens
+and their entropies. Without a model: how the callback pairs TRL's shuffled rows with its completions
+and which forward passes it reads entropies from."""
 
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import ExitStack
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from django.test import Client as DjangoClient
 from django.utils.html import escape
 from transformers import TrainerCallback
 
-from cohort.trl import CohortCallback, cohort_metrics
+from cohort.sdk.spool import Spool
+from cohort.trl import CohortCallback, cohort_metrics, trl_token_details
 from tests.conftest import ROOT, asgi_server_process, free_port, service_env
 from tests.workers.resilience import connect_when_ready, receive_json, session_cookie
 from trainer.algorithms.advantages import grpo_advantages
 from webapp.api.services import token_create
 from webapp.projects.services import project_create
-from webapp.runs.models import Group, GroupMember, Run, StepMetric
+from webapp.runs.models import CallText, Group, GroupMember, Run, StepMetric
 
 sys.path.insert(0, str(ROOT / "examples"))
 from trl_toy_format import make_trainer  # noqa: E402  (the example the README runs)
@@ -27,7 +33,6 @@ from trl_toy_format import make_trainer  # noqa: E402  (the example the README r
 NEUTRAL = ("TRL streaming through the SDK to daphne over HTTP, with a server restart; the logging API's "
            "queries (create, steps, groups, finish) are tested on both backends in "
            "tests/webapp/api/test_logging_api.py and tests/webapp/runs/test_external.py")
-pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 STEPS = 6
 NUM_GENERATIONS = 4
@@ -62,6 +67,9 @@ class ServerOutage(TrainerCallback):
         return self.server.url
 
 
+@pytest.mark.slow
+@pytest.mark.backend_neutral(reason=NEUTRAL)
+@pytest.mark.django_db(transaction=True)
 def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_server_restarts(
         tmp_path, owner, smollm2_dir):
     lab = project_create(creator=owner, name="trl-lab")  # the callback logs into a project (issue 42)
@@ -120,6 +128,25 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
         assert metric.metrics["zero_var_share"] == pytest.approx(sent["frac_reward_zero_std"])
         assert "group_var/completion" in metric.metrics and "similarity/completion" in metric.metrics
 
+    # Per token (issue 45): every completion token by token, each token decoded on its own (the
+    # end-of-turn token too), with its entropy from TRL's loss pass: their mean over the step is TRL's
+    # own `entropy` metric, so each value sits at its token. No sampler log-probs: transformers'
+    # generate gives TRL none.
+    sent = [json.loads(line) for line in Spool.open(cohort.run.folder).lines()]
+    for step in sent:
+        rows = step["rollouts"]
+        assert len(rows) == NUM_GENERATIONS * PROMPTS_PER_STEP
+        assert all(len(r["tokens"]) == len(r["entropies"]) > 0 and "logprobs" not in r for r in rows)
+        for r in rows:
+            text = "".join(r["tokens"])
+            assert text.replace("<|im_end|>", "") == r["completion"] and text.count("<|im_end|>") <= 1
+            assert all(e >= 0 for e in r["entropies"])
+        entropies = [e for r in rows for e in r["entropies"]]
+        assert np.mean(entropies) == pytest.approx(by_step[step["step"]]["entropy"], abs=1e-3)
+        assert stored[step["step"] - 1].metrics["tokens/entropy/mean"] == pytest.approx(by_step[step["step"]]["entropy"])
+    texts = CallText.objects.filter(run=run)  # the server keeps them beside the texts, one row per example
+    assert texts.exists() and not texts.filter(tokens__isnull=True).exists()
+
     # A group is the num_generations completions of one prompt; the advantages TRL trained with are
     # GRPO's within exactly those groups (Cohort's grpo_advantages on the same rewards agrees).
     for step in range(1, STEPS + 1):
@@ -146,3 +173,109 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
     detail = browser.get(f"/runs/{run.pk}/").content.decode()
     assert "TRL" in detail and f"/runs/{run.pk}/cancel" not in detail
 
+
+
+# --- pairing TRL's buffered rows with its completions, without a model ------------------------------
+
+
+class Tokenizer:
+    """A vocabulary of a few pieces; 0 is the end-of-turn token and 9 the padding, both special."""
+
+    VOCAB = {0: "<eos>", 1: "a", 2: "b", 3: " c", 4: "Q1", 5: "Q2", 9: "<pad>"}
+    pad_token_id = 9
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.VOCAB[i] for i in ids if not (skip_special_tokens and i in (0, 9)))
+
+
+def micro_batch(rows, *, sampler=None):
+    """Rows of (prompt id, completion ids, completion mask, advantage), as TRL buffers them (prompts
+    left-padded to 2, completions right-padded to 3)."""
+    return {"prompt_ids": torch.tensor([[9, prompt] for prompt, _, _, _ in rows]),
+            "prompt_mask": torch.tensor([[0, 1]] * len(rows)),
+            "completion_ids": torch.tensor([ids + [9] * (3 - len(ids)) for _, ids, _, _ in rows]),
+            "completion_mask": torch.tensor([mask for _, _, mask, _ in rows]),
+            "advantages": torch.tensor([advantage for _, _, _, advantage in rows]),
+            **({"sampling_per_token_logps": torch.tensor(sampler)} if sampler is not None else {})}
+
+
+def entropies_of(batch, values):
+    """What the forward hook keeps of the loss's pass over `batch`: its input ids and an entropy per
+    position (the last three are the completion's)."""
+    full = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    return full, torch.tensor([[7.0] + row for row in values])
+
+
+def test_each_completion_gets_the_tokens_of_its_own_row_or_none():
+    first = micro_batch([(5, [1, 2, 0], [1, 1, 1], 1.0), (4, [1, 2, 0], [1, 1, 1], 1.0)],
+                        sampler=[[-0.1, -0.2, -0.3], [-0.4, float("nan"), -0.6]])
+    second = micro_batch([(5, [3, 3, 3], [0, 0, 0], -1.0),  # truncated, masked whole by TRL
+                          (4, [1, 2, 0], [1, 1, 1], 1.0)])
+    trainer = SimpleNamespace(processing_class=Tokenizer(), _buffered_inputs=[first, second])
+    captures = [entropies_of(first, [[1.0, 2.0, 3.0], [4.0, 5.0, -1e-7]]),
+                entropies_of(second, [[0.5, 0.5, 0.5], [6.0, 8.0, 9.0]])]
+    prompts = [[{"role": "user", "content": "Q1"}], [{"role": "user", "content": "Q1"}],
+               [{"role": "user", "content": "Q2"}], "Q2", "Q2"]
+    completions = [[{"role": "assistant", "content": "ab"}], "ab", "ab", " c c c", "zzz"]
+    details = trl_token_details(trainer, prompts, completions, [1.0, 1.0, 1.0, -1.0, 1.0], captures=captures)
+    # Q1's two rows of "ab" are one completion twice: the first entry takes the first in the buffer. The
+    # sampler's NaN leaves that row's log-probs out; -1e-7 is an entropy of 0.
+    assert details[0] == {"tokens": ["a", "b", "<eos>"], "entropies": [4.0, 5.0, 0.0]}
+    assert details[1] == {"tokens": ["a", "b", "<eos>"], "entropies": [6.0, 8.0, 9.0]}
+    # Q2's "ab" has the same text and advantage: its prompt tells it apart.
+    assert details[2] == {"tokens": ["a", "b", "<eos>"], "logprobs": [-0.1, -0.2, -0.3], "entropies": [1.0, 2.0, 3.0]}
+    # A completion TRL masked whole is sent without entropies (its pass attended to none of it).
+    assert details[3] == {"tokens": [" c", " c", " c"]}
+    assert details[4] is None  # no row: another process's completion, or an evaluation's
+
+
+def test_two_different_rows_of_one_text_that_the_prompt_cannot_tell_apart_send_nothing():
+    batch = micro_batch([(4, [1, 2, 0], [1, 1, 1], 0.0), (5, [1, 2, 9], [1, 1, 0], 0.0)])  # "ab" twice
+    trainer = SimpleNamespace(processing_class=Tokenizer(), _buffered_inputs=[batch])
+    assert trl_token_details(trainer, ["Q3", "Q3"], ["ab", "ab"], [0.0, 0.0]) == [None, None]
+    assert trl_token_details(trainer, ["Q1", "Q2"], ["ab", "ab"], [0.0, 0.0]) == [
+        {"tokens": ["a", "b", "<eos>"]}, {"tokens": ["a", "b"]}]
+
+
+class Policy(torch.nn.Module):
+    """A model whose output carries per-token entropies, as TRL's fused LM head makes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, input_ids, **kwargs):
+        return SimpleNamespace(entropy=input_ids.float() * self.weight)
+
+
+def test_entropies_are_read_from_the_training_passes_with_gradients_only():
+    """The loss's pass runs with gradients in training mode; TRL's old-policy and reference passes run
+    under no_grad, evaluation in eval mode: only the first is kept, until the step ends."""
+    model = Policy()
+    callback = CohortCallback(SimpleNamespace(model=model), run=None)
+    callback._watch_entropies()
+    ids = torch.tensor([[1, 2, 3]])
+    model(input_ids=ids)
+    with torch.no_grad():
+        model(input_ids=ids + 1)
+    model.eval()
+    model(input_ids=ids + 2)
+    assert [(i.tolist(), e.tolist()) for i, e in callback._captures] == [([[1, 2, 3]], [[1.0, 2.0, 3.0]])]
+    state = SimpleNamespace(is_world_process_zero=True, global_step=1)
+    callback.on_step_end(None, state, None)
+    assert callback._captures == []
+    callback.on_train_end(None, state, None)
+    model.train()
+    model(input_ids=ids)
+    assert callback._captures == []  # unhooked
+    assert CohortCallback(SimpleNamespace(model=model), token_details=False)._watch_entropies() is None
+    assert not model._forward_hooks
+
+
+def test_a_steps_token_details_stop_at_max_step_tokens():
+    batch = micro_batch([(4, [1, 2, 0], [1, 1, 1], 0.0), (4, [3], [1, 0, 0], 0.0), (4, [1, 1], [1, 1, 0], 0.0)])
+    trainer = SimpleNamespace(processing_class=Tokenizer(), _buffered_inputs=[batch], model=None)
+    callback = CohortCallback(trainer, max_step_tokens=4)
+    rollouts = [{"completion": c} for c in ("ab", " c", "aa")]
+    callback._add_token_details(rollouts, ["Q1"] * 3, ["ab", " c", "aa"], [0.0] * 3)
+    assert [r.get("tokens") for r in rollouts] == [["a", "b", "<eos>"], [" c"], None]  # 3 + 1 tokens; 2 more do not fit

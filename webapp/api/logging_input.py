@@ -7,6 +7,13 @@ coerce ("5" -> 5, 5 -> "5") where the schema (webapp/api/logging_schema.py) prom
 the schema calls invalid must be refused here (the schema fuzz sends such values and checks). Keys this
 contract does not name are ignored, so an older server takes a newer client's posts. Numbers must be
 finite: JSON has no NaN, and `1e999` reads as infinity, which no database column or JSON store takes.
+The steps endpoint reads the non-JSON literals NaN and Infinity as numbers (webapp/api/parsers.py), so
+that such a value, too, is refused here by its field's name rather than as unreadable JSON.
+
+A rollout's per-token arrays (`tokens`, `logprobs`, `entropies`: issue 45) are the one exception to
+"refused whole": a bad array (wrong length, NaN or null, out of bounds, too long) is left out of the
+step and named, and the rest of the step is stored (`steps_checked`; the view answers 400 with the
+names and what was stored).
 """
 
 from __future__ import annotations
@@ -33,12 +40,17 @@ MAX_STEP = 2_147_483_647
 MAX_ROLLOUTS_PER_STEP = 4096
 MAX_METRICS_PER_STEP, MAX_METRIC_KEY = 500, 200
 MAX_REWARDS_PER_ROLLOUT, MAX_REWARD_NAME = 32, 100
-# Distinct reward names and modules of one step: each adds derived metric keys (reward/<name>, three per
-# module), which must stay in proportion to the 500 the step may send.
+# Distinct reward names and modules of one step: each adds derived metric keys (reward/<name>, three or four
+# per module), which must stay in proportion to the 500 the step may send.
 MAX_REWARD_NAMES_PER_STEP, MAX_MODULES_PER_STEP = 32, 32
 MAX_TEXT = 100_000  # characters of a prompt or a completion (a list of messages: all of their text)
 MAX_MODULE, MAX_EXAMPLE_ID = 100, 200
 MAX_ERROR = 10_000
+# A rollout's per-token arrays (issue 45): at most this many tokens, each token's text at most MAX_PIECE
+# characters; a log-prob at most MAX_LOGPROB (0, and rounding), an entropy at least 0; all finite.
+MAX_TOKENS, MAX_PIECE = 32_768, 1_000
+MAX_LOGPROB = 1e-3
+TOKEN_ARRAYS = ("tokens", "logprobs", "entropies")
 
 
 def _object(body: Any, example: str) -> dict[str, Any]:
@@ -172,9 +184,11 @@ def finish_values(body: Any) -> dict[str, str]:
 # --- POST /api/runs/<id>/steps/ ----------------------------------------------------------------
 
 
-def steps_values(body: Any) -> list[dict[str, Any]]:
+def steps_checked(body: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The checked steps of a steps body, each {"step", "metrics", "rollouts"} with its rollouts'
-    values checked (a rollout's "reward" only when it was sent: absent, it defaults to the sum)."""
+    values checked (a rollout's "reward" only when it was sent: absent, it defaults to the sum; its
+    "tokens", "logprobs" and "entropies" only when sent and good), and the token arrays left out:
+    path (`steps[0].rollouts[3].logprobs`) -> what is wrong with it. Any other refusal is a BadParam."""
     body = _object(body, '{"steps": [{"step": 1, "metrics": {"loss": 0.5}}]}')
     steps = body.get("steps")
     if not isinstance(steps, list) or not steps:
@@ -183,10 +197,18 @@ def steps_values(body: Any) -> list[dict[str, Any]]:
         raise BadParam(f"'steps' holds {len(steps)} steps; at most {MAX_STEPS_PER_POST} a post.")
     # A step number twice in one post is taken as a retry within the post: the first is stored
     # (webapp/runs/external.py `external_steps_log`), as a later post of a stored step is skipped.
-    return [_step(step, f"steps[{i}]") for i, step in enumerate(steps)]
+    refused: dict[str, str] = {}
+    return [_step(step, f"steps[{i}]", refused) for i, step in enumerate(steps)], refused
 
 
-def _step(step: Any, where: str) -> dict[str, Any]:
+def refused_text(refused: dict[str, str], *, most: int = 5) -> str:
+    """The refused token arrays in words, the first `most` of them by name."""
+    named = "; ".join(f"{path}: {problem}" for path, problem in list(refused.items())[:most])
+    more = f" (and {len(refused) - most:,} more)" if len(refused) > most else ""
+    return f"{len(refused):,} per-token array{'s' if len(refused) != 1 else ''} refused{more}: {named}."
+
+
+def _step(step: Any, where: str, refused: dict[str, str]) -> dict[str, Any]:
     if not isinstance(step, dict):
         raise BadParam(f"{where} must be an object with 'step', 'metrics' and 'rollouts', not {_kind(step)}.")
     if "step" not in step:
@@ -199,7 +221,7 @@ def _step(step: Any, where: str) -> dict[str, Any]:
         raise BadParam(f"{where}.rollouts must be a list, not {_kind(rollouts)}.")
     if len(rollouts) > MAX_ROLLOUTS_PER_STEP:
         raise BadParam(f"{where}.rollouts holds {len(rollouts):,}; at most {MAX_ROLLOUTS_PER_STEP:,} a step.")
-    checked = [_rollout(r, f"{where}.rollouts[{j}]") for j, r in enumerate(rollouts)]
+    checked = [_rollout(r, f"{where}.rollouts[{j}]", refused) for j, r in enumerate(rollouts)]
     names = {name for r in checked for name in r["rewards"]}
     if len(names) > MAX_REWARD_NAMES_PER_STEP:
         raise BadParam(f"{where}.rollouts name {len(names)} rewards; at most {MAX_REWARD_NAMES_PER_STEP} a step.")
@@ -222,7 +244,7 @@ def _numbers(values: Any, where: str, *, most: int, longest: int, what: str) -> 
     return checked
 
 
-def _rollout(rollout: Any, where: str) -> dict[str, Any]:
+def _rollout(rollout: Any, where: str, refused: dict[str, str]) -> dict[str, Any]:
     if not isinstance(rollout, dict):
         raise BadParam(f"{where} must be an object with 'prompt', 'completion' and 'rewards', not {_kind(rollout)}.")
     for key in ("prompt", "completion"):
@@ -242,7 +264,71 @@ def _rollout(rollout: Any, where: str) -> dict[str, Any]:
         raise BadParam(f"{where}.module must not be empty (leave it out for the default, 'completion').")
     if "reward" in rollout:
         checked["reward"] = number(rollout["reward"], f"{where}.reward")
+    arrays, problems = token_arrays(rollout)
+    checked.update(arrays)
+    refused.update({f"{where}.{key}": problem for key, problem in problems.items()})
     return checked
+
+
+def token_arrays(rollout: dict[str, Any]) -> tuple[dict[str, list], dict[str, str]]:
+    """A rollout's good per-token arrays (`tokens`: each token's text; `logprobs`, `entropies`: one
+    finite number per token) and the problems of the bad ones, by key. Bad tokens take the arrays that
+    need them along: their values would belong to no token. The SDK checks the same (cohort/sdk/values.py)."""
+    arrays: dict[str, list] = {}
+    problems: dict[str, str] = {}
+    tokens = rollout.get("tokens")
+    if tokens is not None:
+        problem = _tokens_problem(tokens)
+        if problem:
+            problems["tokens"] = problem + " (its logprobs and entropies are left out with it)" if (
+                rollout.get("logprobs") is not None or rollout.get("entropies") is not None) else problem
+        else:
+            arrays["tokens"] = [piece.replace("\x00", "\ufffd") for piece in tokens]
+    for key, low, high in (("logprobs", -math.inf, MAX_LOGPROB), ("entropies", 0.0, math.inf)):
+        values = rollout.get(key)
+        if values is None or "tokens" in problems:
+            continue
+        problem = ("needs tokens: it holds one value per token" if tokens is None
+                   else _values_problem(values, len(tokens), low, high))
+        if problem:
+            problems[key] = problem
+        else:
+            arrays[key] = [float(v) for v in values]
+    return arrays, problems
+
+
+def _tokens_problem(tokens: Any) -> str | None:
+    if not isinstance(tokens, list):
+        return f"must be a list of strings (each token's text), not {_kind(tokens)}"
+    if len(tokens) > MAX_TOKENS:
+        return f"holds {len(tokens):,} tokens; at most {MAX_TOKENS:,}"
+    for i, piece in enumerate(tokens):
+        if not isinstance(piece, str):
+            return f"item {i} must be a string (the token's text), not {_kind(piece)}"
+        if len(piece) > MAX_PIECE:
+            return f"item {i} has {len(piece):,} characters; at most {MAX_PIECE:,}"
+    return None
+
+
+def _values_problem(values: Any, count: int, low: float, high: float) -> str | None:
+    if not isinstance(values, list):
+        return f"must be a list of numbers (one per token), not {_kind(values)}"
+    if len(values) != count:
+        return f"{len(values):,} values for {count:,} tokens"
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"item {i} must be a number, not {_kind(value)}" + (" (an unknown value has no place here)"
+                                                                   if value is None else "")
+        try:
+            value = float(value)
+        except OverflowError:
+            return f"item {i} is too large for a number"
+        if not math.isfinite(value):
+            return f"item {i} is {value}: per-token values must be finite"
+        if not low <= value <= high:
+            return f"item {i} is {value:g}: " + ("a log-prob is at most 0" if high == MAX_LOGPROB
+                                              else "an entropy is at least 0")
+    return None
 
 
 def _text(value: Any, where: str) -> str | list[dict[str, str]]:

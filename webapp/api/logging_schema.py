@@ -72,6 +72,33 @@ class ConfigField(serializers.JSONField):
     pass
 
 
+@extend_schema_field({
+    "type": "array", "nullable": True, "maxItems": bounds.MAX_TOKENS,
+    "items": {"type": "string", "maxLength": bounds.MAX_PIECE},
+    "description": "The completion token by token: each sampled token's text, decoded on its own (special tokens "
+                   f"included), at most {bounds.MAX_TOKENS:,} of {bounds.MAX_PIECE:,} characters at most."})
+class TokensField(serializers.JSONField):
+    pass
+
+
+def _per_token_schema(what: str, **bound) -> dict:
+    return {"type": "array", "nullable": True, "maxItems": bounds.MAX_TOKENS, "items": {"type": "number", **bound},
+            "description": f"{what}, one finite number per token of `tokens` (which it needs). A bad array (another "
+                           "length, a null, out of bounds) is left out and named in a 400; the rest of the step is "
+                           "stored."}
+
+
+@extend_schema_field(_per_token_schema("Each token's log-prob under the policy that sampled it (at most 0)",
+                                       maximum=bounds.MAX_LOGPROB))
+class LogprobsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(_per_token_schema("The entropy (nats) of the distribution each token was sampled from", minimum=0))
+class EntropiesField(serializers.JSONField):
+    pass
+
+
 class RolloutLogSerializer(serializers.Serializer):
     prompt = TextOrMessagesField()
     completion = TextOrMessagesField()
@@ -84,13 +111,17 @@ class RolloutLogSerializer(serializers.Serializer):
                                        help_text="Default (also for an empty one): the group, else the rollout's index.")
     module = serializers.CharField(required=False, allow_null=True, min_length=1, max_length=bounds.MAX_MODULE,
                                    help_text="Default: 'completion'.")
+    tokens = TokensField(required=False)
+    logprobs = LogprobsField(required=False)
+    entropies = EntropiesField(required=False)
 
 
 class StepLogSerializer(serializers.Serializer):
     step = serializers.IntegerField(min_value=0, max_value=bounds.MAX_STEP)
     metrics = MetricsField(required=False, help_text=(
         "Scalars of the step. Those not sent are derived from its rollouts under the trainer's keys: reward/mean, "
-        "reward/<name>, zero_var_share, group_var/<module>, zero_var_share/<module>, similarity/<module>."))
+        "reward/<name>, zero_var_share, group_var/<module>, zero_var_share/<module>, similarity/<module>, and "
+        "tokens/entropy/mean (tokens/entropy/mean/<module> for several modules) from the rollouts' entropies."))
     rollouts = serializers.ListField(child=RolloutLogSerializer(), required=False,
                                      max_length=bounds.MAX_ROLLOUTS_PER_STEP)
 
@@ -105,6 +136,18 @@ class StepsLoggedSerializer(serializers.Serializer):
     run = serializers.IntegerField()
     stored = serializers.ListField(child=serializers.IntegerField(min_value=0), help_text="Steps stored now.")
     skipped = serializers.ListField(child=serializers.IntegerField(min_value=0), help_text="Steps stored before.")
+
+
+class StepsPartlyStoredSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What was wrong, in words.")
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False, help_text=(
+        "Only when the rest of the post was stored: each per-token array left out (steps[0].rollouts[3].logprobs) "
+        "-> what is wrong with it."))
+    run = serializers.IntegerField(required=False)
+    stored = serializers.ListField(child=serializers.IntegerField(min_value=0), required=False,
+                                   help_text="With errors: the steps stored now (without the arrays named).")
+    skipped = serializers.ListField(child=serializers.IntegerField(min_value=0), required=False,
+                                    help_text="With errors: the steps stored before.")
 
 
 class ExternalRunCreateSerializer(serializers.Serializer):
@@ -144,6 +187,10 @@ UNAUTHENTICATED = _error("No, a malformed, unknown or revoked token.")
 TOO_LARGE = _error("The body is over the endpoint's size limit.")
 # webapp/api/budget.py and webapp/overload.py: nothing was stored; both carry Retry-After (seconds).
 TOO_MANY = _error("This token sent more requests than COHORT_LOGGING_RATE: ask again after Retry-After seconds.")
+STEPS_REFUSED = OpenApiResponse(StepsPartlyStoredSerializer, description=(
+    "A field the contract refuses, named (with the step and rollout index): nothing was stored. Or only some "
+    "rollouts' per-token arrays (tokens, logprobs, entropies) were bad: those were left out, the rest of the post "
+    "was stored, and the answer names each in `errors` beside `run`, `stored` and `skipped`."))
 BUSY = _error("The server is busy (every upload slot, or the database, was taken): nothing was stored; ask again "
               "after Retry-After seconds.")
 CREATE_RESPONSES = {
@@ -159,11 +206,11 @@ CREATE_RESPONSES = {
 }
 
 
-def run_responses(ok, conflict: str) -> dict:
+def run_responses(ok, conflict: str, bad: OpenApiResponse | None = None) -> dict:
     """The answers of an endpoint that writes to one run: only its owner may."""
     return {
         200: ok,
-        400: _error("A field the contract refuses, named (with the step and rollout index)."),
+        400: bad or _error("A field the contract refuses, named (with the step and rollout index)."),
         401: UNAUTHENTICATED,
         403: _error("Not the run's owner (its teammates read it but log to none), a viewer of its project, a "
                     "read-only token, or a session without CSRF."),

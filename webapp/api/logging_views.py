@@ -3,7 +3,8 @@ cohort SDK) streams a run in. Thin views over webapp/runs/external.py; the bodie
 webapp/api/logging_input.py and described by webapp/api/logging_schema.py.
 
 - `POST /api/external/runs/`: start (or, for a client_id seen before, find) the caller's run: 201 / 200.
-- `POST /api/runs/<id>/steps/`: store steps (up to 100 a post, 16 MiB): {"run", "stored", "skipped"}.
+- `POST /api/runs/<id>/steps/`: store steps (up to 100 a post, 16 MiB): {"run", "stored", "skipped"}; a
+  rollout's bad per-token arrays are left out and the rest stored: 400 naming them, with the same keys.
 - `POST /api/runs/<id>/finish/`: succeeded or failed.
 
 Authentication as the rest of the API (a token, or the session with CSRF; a read-only token is a 403).
@@ -85,19 +86,30 @@ def _own_run(request, run_id: int):
 @upload_turn  # outermost: a post waiting for its turn has not authenticated yet, so it holds no connection
 @extend_schema(operation_id="run_steps_log", request=logging_schema.StepsLogSerializer,
                responses=logging_schema.run_responses(logging_schema.StepsLoggedSerializer, (
-                   "A run Cohort trains (it takes no logged steps), or a new step of a run that has ended.")))
+                   "A run Cohort trains (it takes no logged steps), or a new step of a run that has ended."),
+                   bad=logging_schema.STEPS_REFUSED))
 @api_view(["POST"])
-@parser_classes([json_parser(STEPS_MAX_BODY_BYTES)])
+@parser_classes([json_parser(STEPS_MAX_BODY_BYTES, non_finite=True)])
 @throttle_classes([LoggingRateThrottle])
 def run_steps_log(request, run_id: int):
     """`POST /api/runs/<id>/steps/` with `{"steps": [{"step", "metrics", "rollouts"}, ...]}`: stores the
-    steps not stored yet (idempotent by step number) and answers which were stored and which skipped."""
+    steps not stored yet (idempotent by step number) and answers which were stored and which skipped.
+
+    A refused value is a 400 naming it, and nothing is stored; except a rollout's per-token arrays
+    (tokens, logprobs, entropies: issue 45): the bad ones are left out, the rest of the post is stored
+    as if they had not been sent, and the 400 names each (`errors`: path -> what is wrong) beside the
+    usual `run`, `stored` and `skipped`, so a client can tell a partly stored post from a refused one."""
     run = _own_run(request, run_id)
-    steps = logging_input.steps_values(request.data)
+    steps, refused = logging_input.steps_checked(request.data)
     try:
         result = external_steps_log(run, steps)
     except ExternalConflict as conflict:
         return Response({"detail": str(conflict)}, status=409)
+    if refused:
+        detail = (f"{logging_input.refused_text(refused)} They were left out; the rest of the post was stored "
+                  "(see stored and skipped).")
+        return Response({"detail": detail, "errors": {path: [problem] for path, problem in refused.items()},
+                         "run": run.pk, **result}, status=400)
     return Response({"run": run.pk, **result})
 
 

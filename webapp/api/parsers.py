@@ -8,6 +8,11 @@ subclass for an endpoint that takes more (`json_parser(max_bytes)`: the logging 
 rollouts a post). The declared Content-Length is refused before a byte is read; the read itself stops
 one byte past the limit, whatever was declared. The ASGI guard (webapp/body_limit.py) still stops a
 body larger than any upload before Django sees it.
+
+`json_parser(max_bytes, non_finite=True)` also reads the literals NaN, Infinity and -Infinity (which
+Python's own `json.dumps` writes) as floats, for an endpoint whose checks refuse a non-finite number
+by its field's name (the logging API's steps: webapp/api/logging_input.py), where a parse error could
+name nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class BoundedJSONParser(BaseParser):
     renderer_class = renderers.JSONRenderer
     strict = api_settings.STRICT_JSON
     max_bytes: int | None = None
+    non_finite = False  # read NaN and +-Infinity as floats (the endpoint refuses them by name)
 
     def limit(self) -> int | None:
         return self.max_bytes if self.max_bytes is not None else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -56,7 +62,8 @@ class BoundedJSONParser(BaseParser):
                 raise RequestTooLarge(_too_large(limit, self.max_bytes is None))
         try:
             text = body.decode(parser_context.get("encoding", settings.DEFAULT_CHARSET))
-            return json.loads(text, parse_constant=json.strict_constant if self.strict else None)
+            strict = self.strict and not self.non_finite
+            return json.loads(text, parse_constant=json.strict_constant if strict else None)
         except (ValueError, RecursionError) as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
 
@@ -67,6 +74,8 @@ def _too_large(limit: int, django_limit: bool) -> str:
     return f"The request body is over the {size} this endpoint takes{where}; send less at a time."
 
 
-def json_parser(max_bytes: int) -> type[BoundedJSONParser]:
-    """A bounded JSON parser class with its own limit, for an endpoint's `@parser_classes`."""
-    return type(f"JSONParserUpTo{max_bytes}", (BoundedJSONParser,), {"max_bytes": max_bytes})
+def json_parser(max_bytes: int, *, non_finite: bool = False) -> type[BoundedJSONParser]:
+    """A bounded JSON parser class with its own limit, for an endpoint's `@parser_classes`; with
+    `non_finite`, NaN and Infinity read as floats, for checks that refuse them by name."""
+    name = f"JSONParserUpTo{max_bytes}" + ("NonFinite" if non_finite else "")
+    return type(name, (BoundedJSONParser,), {"max_bytes": max_bytes, "non_finite": non_finite})

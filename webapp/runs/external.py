@@ -17,6 +17,8 @@ A logged step becomes the trainer's step event: each rollout one trajectory of o
 group) of a step one module-level group. The groups' statistics and the step's group metrics are the
 trainer's functions (trainer/algorithms/metrics.py) under the trainer's keys, so the charts read the
 same for a run trained anywhere. Idempotent by step number: a retried post stores nothing twice.
+A rollout's per-token arrays (tokens, logprobs, entropies, checked by webapp/api/logging_input.py)
+become its call's "tokens" ({"pieces", "sampler", "entropy"}), as the trainer's calls carry theirs.
 """
 
 from __future__ import annotations
@@ -216,9 +218,30 @@ def _trajectory(index: int, rollout: dict[str, Any]) -> dict[str, Any]:
             "prompt": prompt, "messages": messages, "completion": _completion_text(rollout["completion"]),
             "parsed_ok": True, "specific_reward": 0.0, "propagated_reward": reward,
             "advantage": rollout.get("advantage")}
+    tokens = call_tokens(rollout)
+    if tokens is not None:
+        call["tokens"] = tokens
     return {"trajectory_id": f"t{index}", "example_id": rollout.get("example_id") or group_id or str(index),
             "group_id": group_id, "rewards": rewards, "reward": reward, "failed": False, "final_output": None,
             "calls": [call]}
+
+
+# A rollout's per-token array -> its key in a call's "tokens" (the trainer's ModuleCall.tokens).
+TOKEN_KEYS = {"logprobs": "sampler", "entropies": "entropy"}
+
+
+def call_tokens(rollout: dict[str, Any]) -> dict[str, list] | None:
+    """The call's per-token details of a checked rollout: {"pieces", "sampler", "entropy"}, the keys of
+    the arrays it sent (an array of another length than its tokens is left out); None without tokens."""
+    pieces = rollout.get("tokens")
+    if not pieces:
+        return None
+    tokens: dict[str, list] = {"pieces": list(pieces)}
+    for key, name in TOKEN_KEYS.items():
+        values = rollout.get(key)
+        if values is not None and len(values) == len(pieces):
+            tokens[name] = list(values)
+    return tokens
 
 
 def _prompt_text(prompt: str | list[dict[str, str]]) -> tuple[str, list[dict[str, str]] | None]:
@@ -267,7 +290,9 @@ def derived_metrics(trajectories: list[dict[str, Any]], groups: list[_Group]) ->
     """The metrics the trainer computes from a step's rollouts (trainer/algorithms/scoring.py
     `BatchScorer.metrics` and metrics.module_group_metrics), under its keys: reward/mean and
     reward/<name> (means of the known values), zero_var_share over every group, and per module
-    group_var/<module> (mean group variance), zero_var_share/<module> and similarity/<module>.
+    group_var/<module> (mean group variance), zero_var_share/<module> and similarity/<module>; where
+    rollouts sent entropies, tokens/entropy/mean (the mean over all their tokens; per module too,
+    tokens/entropy/mean/<module>, when the step's rollouts name several modules).
     NaN where nothing is known (stored as null). None without rollouts."""
     if not trajectories:
         return {}
@@ -275,6 +300,7 @@ def derived_metrics(trajectories: list[dict[str, Any]], groups: list[_Group]) ->
     for name in dict.fromkeys(name for t in trajectories for name in t["rewards"]):
         metrics[f"reward/{name}"] = _mean([t["rewards"].get(name) for t in trajectories])
     metrics["reward/mean"] = _mean([t["reward"] for t in trajectories])  # a reward named "mean" loses
+    metrics.update(_entropy_metrics(trajectories))
     if not groups:
         return metrics
     totals = np.concatenate([g.rewards for g in groups])  # (members,)
@@ -287,6 +313,31 @@ def derived_metrics(trajectories: list[dict[str, Any]], groups: list[_Group]) ->
         metrics[f"zero_var_share/{module}"] = zero_variance_share(totals[mine[ids]], ids[mine[ids]])
         metrics[f"similarity/{module}"] = _nanmean([g.similarity for g, m in zip(groups, mine, strict=True) if m])
     return metrics
+
+
+def _entropy_metrics(trajectories: list[dict[str, Any]]) -> dict[str, float]:
+    """tokens/entropy/mean over every token with an entropy (the trainer's masked mean: each token
+    counts once, whatever its completion's length), and per module where the step has several."""
+    sums: dict[str, list[float]] = {}  # module -> [sum, count]
+    modules = set()
+    for t in trajectories:
+        for call in t["calls"]:
+            modules.add(call["module"])
+            entropy = (call.get("tokens") or {}).get("entropy")
+            if entropy:
+                total = sums.setdefault(call["module"], [0.0, 0])
+                total[0] += sum(entropy)  # finite values, but their sum may not be: a NaN mean (null)
+                total[1] += len(entropy)
+    if not sums:
+        return {}
+    metrics = {"tokens/entropy/mean": _finite_mean(sum(s for s, _ in sums.values()), sum(n for _, n in sums.values()))}
+    if len(modules) > 1:
+        metrics.update({f"tokens/entropy/mean/{module}": _finite_mean(s, n) for module, (s, n) in sums.items()})
+    return metrics
+
+
+def _finite_mean(total: float, count: int) -> float:
+    return total / count if math.isfinite(total) else math.nan
 
 
 def _mean(values: list[float | None]) -> float:

@@ -27,6 +27,9 @@ class StubCohort:
         self.finishes: list[dict] = []
         self.max_body: int | None = None  # a bigger steps post is answered 413
         self.refuse: set[int] = set()  # a post holding one of these steps is answered 400
+        # A post holding one of these steps is stored without its rollouts' token arrays and answered 400
+        # with what was stored (the server's answer to bad per-token arrays).
+        self.partly: set[int] = set()
         self.down = False  # every request is answered 503
         self.down_answers = 0
         self.down_times: list[float] = []  # time.monotonic() of each 503
@@ -54,10 +57,17 @@ class StubCohort:
             if refused:
                 self.posts.append((400, numbers, len(body)))
                 return 400, {"detail": f"step {refused[0]}: a reward is not a number", "errors": {"steps": ["bad"]}}
-            self.posts.append((200, numbers, len(body)))
+            partly = sorted(self.partly & set(numbers))
+            self.posts.append((400 if partly else 200, numbers, len(body)))
             stored = [s["step"] for s in payload["steps"] if s["step"] not in self.steps]
             self.steps.update({s["step"]: s for s in payload["steps"] if s["step"] in stored})
-            return 200, {"run": {"id": RUN_ID}, "stored": stored, "skipped": sorted(set(numbers) - set(stored))}
+            answer = {"run": RUN_ID, "stored": stored, "skipped": sorted(set(numbers) - set(stored))}
+            if partly:
+                path = f"steps[{numbers.index(partly[0])}].rollouts[0].entropies"
+                return 400, {"detail": f"1 per-token array refused: {path}: 3 values for 2 tokens. They were left "
+                                       "out; the rest of the post was stored (see stored and skipped).",
+                             "errors": {path: ["3 values for 2 tokens"]}, **answer}
+            return 200, answer
         if path == f"/api/runs/{RUN_ID}/finish/":
             self.finishes.append(payload)
             return 200, {"id": RUN_ID, "state": payload["state"]}

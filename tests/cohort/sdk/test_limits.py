@@ -19,3 +19,6 @@ def test_the_sdks_limits_are_the_servers():
     assert (request.MAX_CONFIG_BYTES, request.MAX_TOTAL_STEPS) == (server.MAX_CONFIG_BYTES, server.MAX_TOTAL_STEPS)
     assert (request.MAX_TAGS, request.MAX_TAG_CHARS) == (forms.MAX_TAGS, forms.MAX_TAG_CHARS)
     assert request.CLIENT_ID.pattern == server.CLIENT_ID.pattern and request.SLUG.pattern == server.SLUG.pattern
+    assert (values.MAX_TOKENS, values.MAX_PIECE, values.MAX_LOGPROB) == (server.MAX_TOKENS, server.MAX_PIECE,
+                                                                          server.MAX_LOGPROB)
+    assert values.TOKEN_ARRAYS == server.TOKEN_ARRAYS and set(values.TOKEN_ARRAYS) <= values.ROLLOUT_KEYS

@@ -4,6 +4,7 @@ are kept, what a mistake raises, and what finishing (by hand, by `with`, at exit
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
 
 import cohort
 from cohort.sdk import CohortWarning
@@ -99,6 +101,51 @@ def test_a_malformed_rollout_raises_at_the_call_and_nothing_of_it_is_kept(tmp_pa
     run.log_rollouts(0, [good])
     run.finish()
     assert written(run)[0]["rollouts"] == [{**good, "rewards": {"f1": 0.5}, "group": 2}]
+
+
+def test_per_token_arrays_are_kept_as_lists_from_lists_numpy_and_tensors(tmp_path):
+    run = offline(tmp_path)
+    run.log_rollouts(0, [
+        {"prompt": "p", "completion": "Hello", "tokens": ["He", "llo", "<|im_end|>"], "logprobs": [-0.5, -1, 0.0],
+         "entropies": [np.float32(0.25), 2, 0.0]},
+        {"prompt": "p", "completion": "Hi", "tokens": np.array(["Hi"]), "logprobs": np.array([-0.125], dtype=np.float32),
+         "entropies": torch.tensor([1.5], dtype=torch.bfloat16)},
+        {"prompt": "p", "completion": "Yo", "tokens": ("Yo",), "logprobs": torch.tensor([-2.0]), "entropies": None},
+    ])
+    run.finish()
+    first, second, third = written(run)[0]["rollouts"]
+    assert (first["tokens"], first["logprobs"], first["entropies"]) == (["He", "llo", "<|im_end|>"], [-0.5, -1.0, 0.0],
+                                                                       [0.25, 2.0, 0.0])
+    assert (second["tokens"], second["logprobs"], second["entropies"]) == (["Hi"], [-0.125], [1.5])
+    assert third["tokens"] == ["Yo"] and third["logprobs"] == [-2.0] and "entropies" not in third
+
+
+@pytest.mark.parametrize(("arrays", "message"), [
+    ({"tokens": ["a", "b"], "entropies": [0.5] * 3}, "rollouts[1].entropies: 3 values for 2 tokens"),
+    ({"tokens": ["a", "b"], "logprobs": np.zeros(1)}, "rollouts[1].logprobs: 1 values for 2 tokens"),
+    ({"tokens": ["a", "b"], "logprobs": [-1.0, float("nan")]}, "rollouts[1].logprobs[1] is nan: per-token values "
+                                                               "must be finite"),
+    ({"tokens": ["a", "b"], "entropies": torch.tensor([1.0, float("inf")])}, "rollouts[1].entropies[1] is inf"),
+    ({"tokens": ["a", "b"], "entropies": [1.0, None]}, "rollouts[1].entropies[1] is None"),
+    ({"tokens": ["a", "b"], "logprobs": [-1.0, 0.5]}, "rollouts[1].logprobs[1] is 0.5: a log-prob is at most 0"),
+    ({"tokens": ["a", "b"], "entropies": [1.0, -0.5]}, "rollouts[1].entropies[1] is -0.5: an entropy is at least 0"),
+    ({"tokens": ["a", "b"], "logprobs": [-1.0, "x"]}, "rollouts[1].logprobs[1] must be a number, not str"),
+    ({"tokens": ["a", "b"], "logprobs": [-1.0, True]}, "rollouts[1].logprobs[1] must be a number, not bool"),
+    ({"tokens": ["a", "b"], "logprobs": np.zeros((2, 1))}, "rollouts[1].logprobs[0] must be a number, not list"),
+    ({"tokens": ["a", "b"], "logprobs": -1.0}, "rollouts[1].logprobs must be a list of numbers"),
+    ({"logprobs": [-1.0]}, "rollouts[1].logprobs needs rollouts[1].tokens"),
+    ({"tokens": "ab"}, "rollouts[1].tokens must be a list of strings"),
+    ({"tokens": ["a", 2]}, "rollouts[1].tokens[1] must be a string"),
+    ({"tokens": ["a"] * 32_769}, "rollouts[1].tokens has 32,769 tokens; at most 32,768"),
+    ({"tokens": ["a", "x" * 1_001]}, "rollouts[1].tokens[1] has 1,001 characters; at most 1,000"),
+])
+def test_a_bad_per_token_array_raises_at_the_call_naming_the_rollout_and_the_field(tmp_path, arrays, message):
+    run = offline(tmp_path)
+    good = {"prompt": "p", "completion": "ab", "tokens": ["a", "b"], "logprobs": [-1.0, -2.0], "entropies": [0.5, 1.0]}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        run.log_rollouts(0, [good, {"prompt": "p", "completion": "ab", **arrays}])
+    run.finish()
+    assert written(run) == []  # nothing of the call was kept
 
 
 def test_other_mistakes_raise_clear_value_errors(tmp_path, monkeypatch):

@@ -74,6 +74,36 @@ def test_one_refused_step_never_holds_back_the_others(stub, tmp_path):
                         "step": {"step": 3, "metrics": {"loss": 3.0}, "rollouts": []}}
 
 
+def test_a_post_stored_without_refused_token_arrays_is_answered_with_one_warning(stub, tmp_path, recwarn):
+    """The server's 400 for bad per-token arrays says it stored the steps all the same: the batch is
+    answered (not split, not retried, nothing set aside) and one warning gives the server's words."""
+    stub.partly = {2, 4}
+    run = online(stub, tmp_path)
+    for step in range(6):
+        run.log({"loss": float(step)}, step=step)
+    run.finish()
+    assert run.wait(0) and sorted(stub.steps) == [0, 1, 2, 3, 4, 5] and stub.finishes
+    assert [n for _, numbers, _ in stub.posts for n in numbers] == list(range(6))  # each step posted once
+    assert any(status == 400 for status, _, _ in stub.posts)
+    assert not (run.folder / "rejected.jsonl").exists() and Spool.open(run.folder).state["acked"] == 6
+    warned = [str(w.message) for w in recwarn if w.category is CohortWarning]
+    assert len(warned) == 1 and "Cohort stored the steps but left out per-token arrays it refused (400: 1 " \
+                                "per-token array refused: steps[" in warned[0], warned
+
+
+def test_sync_counts_posts_stored_without_refused_token_arrays_and_exits_zero(stub, tmp_path, capsys):
+    run = cohort.init(stub.url, task="toy-task", mode="offline", dir=tmp_path)
+    for step in range(3):
+        run.log({"loss": float(step)}, step=step)
+    run.finish()
+    stub.partly = {1}
+    assert sync_main([str(run.folder)], url=None, token=TOKEN) == 0
+    assert sorted(stub.steps) == [0, 1, 2] and len(stub.posts) == 1
+    out, err = capsys.readouterr()
+    assert "3 steps uploaded, 0 already there, 1 posts stored without per-token arrays the server refused" in out
+    assert "steps[1].rollouts[0].entropies: 3 values for 2 tokens" in err
+
+
 def test_an_outage_is_ridden_out_and_finish_retries_at_once(stub, tmp_path):
     stub.down = True
     with pytest.warns(CohortWarning, match="cannot upload to Cohort \\(503: down for maintenance\\)"):

@@ -186,6 +186,55 @@ def test_a_rollouts_defaults_and_chat_messages():
     assert event["metrics"]["zero_var_share"] == 1.0
 
 
+def test_a_rollouts_token_arrays_become_its_calls_tokens_and_the_steps_mean_entropy():
+    """Issue 45: tokens, logprobs and entropies (checked by the API) become the call's "tokens" dict, with
+    only the keys sent; tokens/entropy/mean is the mean over every token that has an entropy."""
+    step = {"step": 1, "rollouts": [
+        {"prompt": "p", "completion": "Hello", "group": 0, "tokens": ["He", "llo", "<|im_end|>"],
+         "logprobs": [-0.5, -0.25, 0.0], "entropies": [1.0, 2.0, 3.0]},
+        {"prompt": "p", "completion": "Hi", "group": 0, "tokens": ["Hi"], "entropies": [6.0]},
+        {"prompt": "p", "completion": "Yo", "group": 0, "tokens": ["Yo"], "logprobs": [-1.0]},
+        {"prompt": "p", "completion": "no tokens", "group": 0},
+        {"prompt": "p", "completion": "", "group": 0, "tokens": []},
+    ]}
+    event = step_event(step, attempt=1)
+    calls = [t["calls"][0] for t in event["rollouts"]]
+    assert calls[0]["tokens"] == {"pieces": ["He", "llo", "<|im_end|>"], "sampler": [-0.5, -0.25, 0.0],
+                                  "entropy": [1.0, 2.0, 3.0]}
+    assert calls[1]["tokens"] == {"pieces": ["Hi"], "entropy": [6.0]}
+    assert calls[2]["tokens"] == {"pieces": ["Yo"], "sampler": [-1.0]}
+    assert "tokens" not in calls[3] and "tokens" not in calls[4]  # no tokens, or none: no details
+    assert event["metrics"]["tokens/entropy/mean"] == pytest.approx(12.0 / 4)  # per token, not per rollout
+    assert not [key for key in event["metrics"] if key.startswith("tokens/entropy/mean/")]  # one module
+    sent = step_event({**step, "metrics": {"tokens/entropy/mean": 0.5}}, attempt=1)
+    assert sent["metrics"]["tokens/entropy/mean"] == 0.5  # the client's own value is kept
+    without = step_event({"step": 1, "rollouts": [{**r, "entropies": None} for r in step["rollouts"]]}, attempt=1)
+    assert "tokens/entropy/mean" not in without["metrics"]
+    huge = step_event({"step": 1, "rollouts": [{"prompt": "p", "completion": "ab", "tokens": ["a", "b"],
+                                                "entropies": [1e308, 1e308]}]}, attempt=1)
+    assert math.isnan(huge["metrics"]["tokens/entropy/mean"])  # finite values whose sum is not: unknown (null)
+
+
+def test_several_modules_get_a_mean_entropy_each():
+    step = {"step": 1, "rollouts": [
+        {"prompt": "p", "completion": "ab", "module": "writer", "tokens": ["a", "b"], "entropies": [1.0, 3.0]},
+        {"prompt": "p", "completion": "c", "module": "judge", "tokens": ["c"], "entropies": [5.0]},
+        {"prompt": "p", "completion": "d", "module": "other"},
+    ]}
+    metrics = step_event(step, attempt=1)["metrics"]
+    assert metrics["tokens/entropy/mean"] == pytest.approx(3.0)
+    assert metrics["tokens/entropy/mean/writer"] == pytest.approx(2.0) and metrics["tokens/entropy/mean/judge"] == 5.0
+    assert "tokens/entropy/mean/other" not in metrics
+
+
+def test_a_call_takes_only_the_arrays_as_long_as_its_tokens():
+    """external_steps_log's callers outside the API (tests, the browser seeds) pass unchecked steps: an
+    array of another length never reaches the call."""
+    event = step_event({"step": 1, "rollouts": [{"prompt": "p", "completion": "ab", "tokens": ["a", "b"],
+                                                 "logprobs": [-1.0], "entropies": [0.5, 0.5]}]}, attempt=1)
+    assert event["rollouts"][0]["calls"][0]["tokens"] == {"pieces": ["a", "b"], "entropy": [0.5, 0.5]}
+
+
 def test_a_large_groups_similarity_is_measured_on_evenly_spaced_members():
     texts = [f"word{i}" for i in range(SIMILARITY_MAX_MEMBERS * 3)]
     step = {"step": 1, "rollouts": [{"prompt": "p", "completion": t, "rewards": {"r": float(i)}, "group": "g"}
