@@ -20,13 +20,15 @@ def smoke(tmp_path, capsys, *extra) -> tuple[int, str]:
 def test_every_case_trains_or_says_why_it_is_skipped(tmp_path, capsys):
     code, out = smoke(tmp_path, capsys, "--max-new-tokens", "8")
     assert code == 0, out
-    lines = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:] if line.strip()}
+    lines = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:]
+             if line.strip() and not line.startswith("token details all / off")}
     assert lines == {"hf-bf16-checkpointing": "ok", "fsdp-one-process": "ok", "nvml-telemetry": "skipped",
-                     "vllm-sleep-mode": "skipped"}
+                     "vllm-sleep-mode": "skipped", "token-details-all": "ok", "token-details-off": "ok"}
     assert "needs CUDA" in out
+    assert "token details all / off: step time" in out
 
 
 def test_a_failing_case_fails_the_command(tmp_path, capsys):
     code, out = smoke(tmp_path, capsys, "--max-new-tokens", "0")  # refused by RunConfig in every case
     assert code == 1
-    assert out.count("FAILED") == 2 and "max_new_tokens must be a whole number of at least 1" in out
+    assert out.count("FAILED") == 4 and "max_new_tokens must be a whole number of at least 1" in out
