@@ -10,8 +10,8 @@ Invalid values raise `ValueError` with a message that says how to fix them.
 The package declares the fields by form group, one module each (`model`, `task`, `prompts`,
 `strategy`, `advantage`, `batch`, `optim`, `lora`, `sampling`, `engine`, `evaluation`: a dataclass
 base holding its fields and their checks); `run_config` composes them into `RunConfig`; `fields` holds
-what they share (`_meta`, `ConfigError`, the constants and choice types), and `presets` the papers'
-setups. Import the names from `trainer.config`.
+what they share (`_meta`, `GROUP_TITLES`, `ConfigError`, the constants and choice types), and
+`presets` the papers' setups. Import the names from `trainer.config`.
 
     >>> RunConfig(program="toy", group_size=4, rollouts_per_example=4).group_size
     4
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from trainer.config.fields import (
     BUILTIN_MODELS,
+    GROUP_TITLES,
     LORA_TARGETS,
     PROGRAM_OPTIMIZES_PROMPTS,
     SMOLLM2_MODEL,
@@ -43,7 +44,8 @@ from trainer.config.run_config import RunConfig, from_preset
 from trainer.config.task import RewardSpec
 
 __all__ = [
-    "BUILTIN_MODELS", "LORA_TARGETS", "PRESETS", "PROGRAM_OPTIMIZES_PROMPTS", "SMOLLM2_MODEL", "TINY_MODEL",
+    "BUILTIN_MODELS", "GROUP_TITLES", "LORA_TARGETS", "PRESETS", "PROGRAM_OPTIMIZES_PROMPTS", "SMOLLM2_MODEL",
+    "TINY_MODEL",
     "VLLM_LORA_RANKS", "VLLM_MAX_TEMPERATURE", "ConfigError", "Estimator", "PromptOptimizer", "RewardSpec",
     "RunConfig", "Sampling", "Strategy", "from_preset", "literal_choices", "preset_titles", "preset_values",
 ]

@@ -13,12 +13,13 @@ class BatchFields:
     `RunConfig._check_numbers`, what each strategy needs of R and G in `StrategyFields`."""
 
     group_size: int = field(default=8, metadata=_meta(
-        "G: members of every group after padding and selection.", "batch"))
+        "G: members of every group after padding and selection.", "batch", bounds=">= 2"))
     rollouts_per_example: int = field(default=8, metadata=_meta(
-        "R: rollouts sampled per example (MMGRPO samples R and selects G diverse ones).", "batch"))
+        "R: rollouts sampled per example (MMGRPO samples R and selects G diverse ones).", "batch",
+            bounds=">= 1, = group_size with strategy 'grpo' or 'mhgpo'"))
     examples_per_step: int = field(default=4, metadata=_meta(
-        "Training examples drawn per step (the batch size B).", "batch"))
-    steps: int = field(default=100, metadata=_meta("Training steps.", "batch"))
+        "Training examples drawn per step (the batch size B).", "batch", bounds=">= 1"))
+    steps: int = field(default=100, metadata=_meta("Training steps.", "batch", bounds=">= 1"))
 
     def _check_group_size(self):
         if self.group_size < 2:

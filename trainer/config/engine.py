@@ -15,11 +15,12 @@ class EngineFields:
         "vLLM: share of the GPU's memory the engine may take (weights, KV cache); the rest is left "
         "to training on the same GPU. 0.5 fits one H100 shared by sampling and training of a model up "
         "to 8B with LoRA. Not read on a CPU, where vLLM sizes its KV cache in bytes.", "engine",
-        when={"backend": ("vllm",)}))
+        when={"backend": ("vllm",)}, bounds="0 < x <= 1"))
     vllm_max_model_len: int | None = field(default=None, metadata=_meta(
         "vLLM: the longest prompt + completion the engine serves (its KV cache is sized for it). Empty: "
         "max_context_length, within the model's own positions. Every module call's prompt plus "
-        "max_new_tokens must fit, or the step fails saying so.", "engine", when={"backend": ("vllm",)}))
+        "max_new_tokens must fit, or the step fails saying so.", "engine", when={"backend": ("vllm",)},
+            bounds="empty, > max_new_tokens"))
     vllm_enable_sleep_mode: bool = field(default=False, metadata=_meta(
         "vLLM: the engine sleeps during each policy update and wakes to sample, freeing its KV cache "
         "and weights for training on the same GPU (TRL's vllm_enable_sleep_mode; LLM.sleep(level=1)). "
@@ -27,7 +28,7 @@ class EngineFields:
     hf_generate_rows: int = field(default=0, metadata=_meta(
         "hf backend: prompt x sample rows per generate call. 0: derived from the model's KV-cache size "
         "and max_new_tokens, so a call's cache stays within about 2 GiB (at most 256 rows).", "engine",
-        when={"backend": ("hf",)}))
+        when={"backend": ("hf",)}, bounds=">= 0"))
 
     def _check_engine_knobs(self):
         """Each engine's knobs are refused with the other backend, so a config says what ran."""

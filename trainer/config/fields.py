@@ -1,5 +1,6 @@
-"""What every group of `RunConfig`'s fields shares: `_meta` (a field's help text, form group and
-conditions), `ConfigError`, the constants the checks compare with, and the choice types."""
+"""What every group of `RunConfig`'s fields shares: `_meta` (a field's help text, form group,
+conditions and bounds), the groups' titles, `ConfigError`, the constants the checks compare with,
+and the choice types."""
 
 from __future__ import annotations
 
@@ -24,6 +25,23 @@ Estimator = Literal["grpo", "grpo_batch_std", "grpo_no_std", "gdpo"]
 PromptOptimizer = Literal["none", "mipro_light", "mipro_medium", "gepa", "bootstrap_rs"]
 
 
+# The form groups of `RunConfig`'s fields (each field's `group`), in the launch form's order, with the
+# titles the form and the manual's run settings reference (docs/reference/settings.md) give them.
+GROUP_TITLES = {
+    "task": "Task and rewards",
+    "prompts": "Optimize prompts first (DSPy programs)",
+    "strategy": "Strategy",
+    "advantage": "Advantage estimator",
+    "batch": "Batch shape",
+    "optim": "Optimization",
+    "lora": "LoRA adapter",
+    "sampling": "Sampling",
+    "engine": "Sampling engine (vLLM, hf)",
+    "model": "Model and backend",
+    "eval": "Evaluation, checkpoints, seed",
+}
+
+
 class ConfigError(ValueError):
     """An invalid config value; `field` names the RunConfig field to fix (None: several at once)."""
 
@@ -42,14 +60,24 @@ ConfigError.__module__ = "trainer.config"
 PROGRAM_OPTIMIZES_PROMPTS = "program.optimizes_prompts"
 
 
-def _meta(help_text: str, group: str, when: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+def _meta(help_text: str, group: str, when: dict[str, tuple[str, ...]] | None = None,
+          bounds: str | None = None) -> dict[str, Any]:
     """A field's metadata: its help text, its form group and, in `when`, the values of other fields
     under which the trainer reads it at all (`{"strategy": ("mmgrpo",)}`; several keys must all hold).
     Values are written as the form submits them: a choice as itself, a bool as "true" / "false".
-    The launch form hides a field while its condition fails (see `RunConfig.field_conditions`)."""
+    The launch form hides a field while its condition fails (see `RunConfig.field_conditions`).
+
+    `bounds` states, for the reader, the values the checks accept (every number field has them; a
+    choice field's are its choices). Clauses are separated by ", ": `>= 1`, `> 0`, `0 < x <= 1`,
+    `empty` (None is accepted), `any number`, a bound on another field (`> max_new_tokens`), one that
+    holds only with another field's choice (`<= 512 with backend 'vllm'`), or, for a list or table,
+    plain words. The checks stay the source of truth: tests/trainer/config/test_bounds.py proves every
+    stated number bound against them (a value just outside is refused, one at the bound accepted)."""
     meta: dict[str, Any] = {"help": help_text, "group": group}
     if when:
         meta["when"] = when
+    if bounds:
+        meta["bounds"] = bounds
     return meta
 
 

@@ -11,11 +11,15 @@ from trainer.config.fields import LORA_TARGETS, VLLM_LORA_RANKS, ConfigError, _m
 class LoraFields:
     """The LoRA adapter; a base of `RunConfig`, whose `__post_init__` calls these checks."""
 
-    lora_r: int = field(default=16, metadata=_meta("LoRA rank (MMGRPO: 16).", "lora"))
-    lora_alpha: int = field(default=64, metadata=_meta("LoRA alpha (MMGRPO: 64).", "lora"))
-    lora_dropout: float = field(default=0.05, metadata=_meta("LoRA dropout (MMGRPO: 0.05).", "lora"))
+    lora_r: int = field(default=16, metadata=_meta("LoRA rank (MMGRPO: 16).", "lora",
+        bounds=">= 1, <= 512 with backend 'vllm'"))
+    lora_alpha: int = field(default=64, metadata=_meta("LoRA alpha (MMGRPO: 64).", "lora", bounds=">= 1"))
+    lora_dropout: float = field(default=0.05, metadata=_meta("LoRA dropout (MMGRPO: 0.05).", "lora",
+        bounds="0 <= x < 1"))
     lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS), metadata=_meta(
-        "Projection modules that get adapters (MMGRPO: q, k, v, o, up, down, gate).", "lora"))
+        "Projection modules that get adapters (MMGRPO: q, k, v, o, up, down, gate).", "lora",
+            bounds="at least one module; with backend 'vllm', only among q_proj, k_proj, v_proj, o_proj, "
+                   "up_proj, down_proj, gate_proj"))
 
     def _check_lora_dropout(self):
         if not 0 <= self.lora_dropout < 1:

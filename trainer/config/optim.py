@@ -14,32 +14,38 @@ from trainer.config.fields import ConfigError, _meta
 class OptimFields:
     """The optimization settings; a base of `RunConfig`, whose `__post_init__` calls `_check_optim_numbers`."""
 
-    learning_rate: float = field(default=1e-5, metadata=_meta("AdamW learning rate of the LoRA weights.", "optim"))
+    learning_rate: float = field(default=1e-5, metadata=_meta("AdamW learning rate of the LoRA weights.", "optim",
+        bounds="> 0"))
     lr_scheduler: Literal["constant", "linear", "cosine"] = field(default="constant", metadata=_meta(
         "Learning-rate schedule after warmup.", "optim"))
-    warmup_steps: int = field(default=0, metadata=_meta("Optimizer steps of linear warmup.", "optim"))
-    weight_decay: float = field(default=0.0, metadata=_meta("AdamW weight decay.", "optim"))
+    warmup_steps: int = field(default=0, metadata=_meta("Optimizer steps of linear warmup.", "optim",
+        bounds=">= 0"))
+    weight_decay: float = field(default=0.0, metadata=_meta("AdamW weight decay.", "optim", bounds=">= 0"))
     clip_eps_low: float = field(default=0.2, metadata=_meta(
-        "Lower clip range of the importance ratio: clip(ratio, 1 - eps_low, ...).", "optim"))
+        "Lower clip range of the importance ratio: clip(ratio, 1 - eps_low, ...).", "optim", bounds="0 < x < 1"))
     clip_eps_high: float = field(default=0.2, metadata=_meta(
-        "Upper clip range: clip(ratio, ..., 1 + eps_high); 0.28 is DAPO's clip-higher.", "optim"))
+        "Upper clip range: clip(ratio, ..., 1 + eps_high); 0.28 is DAPO's clip-higher.", "optim",
+            bounds="0 < x < 1"))
     kl_beta: float = field(default=0.0, metadata=_meta(
-        "Weight of the KL penalty to the reference model (the base model, adapter disabled).", "optim"))
+        "Weight of the KL penalty to the reference model (the base model, adapter disabled).", "optim",
+            bounds=">= 0"))
     loss_aggregation: Literal["token", "sequence", "dr_grpo"] = field(default="token", metadata=_meta(
         "How token losses are averaged: 'token' over all tokens of the batch (DAPO), 'sequence' "
         "per completion then over completions (GRPO Eq. 1), 'dr_grpo' by a constant.", "optim"))
     micro_batch_size: int = field(default=8, metadata=_meta(
         "Completions per forward/backward pass on each process (TRL's per_device_train_batch_size; a "
-        "memory knob that does not change the math).", "optim"))
+        "memory knob that does not change the math).", "optim", bounds=">= 1"))
     gradient_accumulation_steps: int = field(default=0, metadata=_meta(
         "Micro-batches per optimizer step (TRL's meaning): one optimizer step sees micro_batch_size x "
         "gradient_accumulation_steps x num_processes completions, so a step's batch of B x R completions "
-        "takes several optimizer steps (GDPO: 4-8). 0: the whole batch, one optimizer step per epoch.", "optim"))
-    max_grad_norm: float = field(default=1.0, metadata=_meta("Gradient-norm clipping threshold.", "optim"))
+        "takes several optimizer steps (GDPO: 4-8). 0: the whole batch, one optimizer step per epoch.", "optim",
+            bounds=">= 0"))
+    max_grad_norm: float = field(default=1.0, metadata=_meta("Gradient-norm clipping threshold.", "optim",
+        bounds="> 0"))
     ppo_epochs: int = field(default=1, metadata=_meta(
         "Passes over a step's rollouts (GRPO's mu, TRL's num_iterations); multiplies the optimizer steps "
         "of a step. Old log-probs come from before the first optimizer step, so from the second one on "
-        "the clip bites.", "optim"))
+        "the clip bites.", "optim", bounds=">= 1"))
     importance_sampling_correction: bool = field(default=True, metadata=_meta(
         "Where the sampler reports its log-probs (vLLM), weight each token's loss by "
         "min(p_trainer / p_sampler, cap): corrects for sampler and trainer computing slightly "
@@ -47,7 +53,7 @@ class OptimFields:
         when={"backend": ("vllm",)}))
     importance_sampling_cap: float = field(default=2.0, metadata=_meta(
         "Upper bound of the importance-sampling weight (truncated importance sampling).", "optim",
-        when={"backend": ("vllm",), "importance_sampling_correction": ("true",)}))
+        when={"backend": ("vllm",), "importance_sampling_correction": ("true",)}, bounds=">= 1"))
 
     def _check_optim_numbers(self):
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):

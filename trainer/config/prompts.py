@@ -35,11 +35,11 @@ class PromptFields:
         "row, bootstrap_rs candidate demo sets; demos are then bootstrapped from eval_size train rows. 0: "
         "the optimizer's own budget for 'light' / 'medium' (GEPA: light; bootstrap_rs: 16 candidates). "
         "Candidates are always scored on eval_size rows held out of the train split, never on the dev set.",
-        "prompts", when=_PROMPT_PHASE))
+        "prompts", when=_PROMPT_PHASE, bounds=">= 0"))
     prompt_optimizer_demos: int = field(default=4, metadata=_meta(
         "Bootstrapped demos per module at most: runs of the program itself on train rows that earned the "
         "full score (every reward at its maximum), shown as earlier turns of the conversation.",
-        "prompts", when=_DEMO_PHASE))
+        "prompts", when=_DEMO_PHASE, bounds=">= 0"))
     prompt_optimizer_labeled_demos: int = field(default=4, metadata=_meta(
         "Labeled demos per module at most: train rows shown as they are, for the modules whose inputs and "
-        "outputs the rows carry (0: none).", "prompts", when=_DEMO_PHASE))
+        "outputs the rows carry (0: none).", "prompts", when=_DEMO_PHASE, bounds=">= 0"))

@@ -11,13 +11,16 @@ from trainer.config.fields import VLLM_MAX_TEMPERATURE, ConfigError, _meta
 class SamplingFields:
     """The sampling settings; a base of `RunConfig`, whose `__post_init__` calls these checks."""
 
-    temperature: float = field(default=1.0, metadata=_meta("Sampling temperature.", "sampling"))
-    top_p: float = field(default=1.0, metadata=_meta("Nucleus sampling threshold (1 = off).", "sampling"))
-    top_k: int = field(default=0, metadata=_meta("Top-k sampling (0 = off).", "sampling"))
-    max_new_tokens: int = field(default=256, metadata=_meta("Longest completion of one module call.", "sampling"))
+    temperature: float = field(default=1.0, metadata=_meta("Sampling temperature.", "sampling",
+        bounds="> 0, <= 2 with backend 'vllm'"))
+    top_p: float = field(default=1.0, metadata=_meta("Nucleus sampling threshold (1 = off).", "sampling",
+        bounds="0 < x <= 1"))
+    top_k: int = field(default=0, metadata=_meta("Top-k sampling (0 = off).", "sampling", bounds=">= 0"))
+    max_new_tokens: int = field(default=256, metadata=_meta("Longest completion of one module call.", "sampling",
+        bounds=">= 1, < max_context_length"))
     max_context_length: int = field(default=8192, metadata=_meta(
         "Train context length: calls whose prompt + completion is longer are left out of the "
-        "update (MMGRPO 5.2).", "sampling"))
+        "update (MMGRPO 5.2).", "sampling", bounds="> max_new_tokens"))
 
     def _check_sampling_numbers(self):
         if self.temperature <= 0:

@@ -27,14 +27,16 @@ class StrategyFields:
     teacher_rollouts: dict[str, int] = field(default_factory=dict, metadata=_meta(
         "MMGRPO teacher mixture: rollouts per example from each teacher program (name -> count); "
         "the student program makes the rest of rollouts_per_example.", "strategy",
-        when={"strategy": ("mmgrpo",)}))
+        when={"strategy": ("mmgrpo",)},
+            bounds="each count >= 1, leaving rollouts_per_example at least one student rollout"))
     sampling: Sampling = field(default="fof", metadata=_meta(
         "MHGPO rollout sampling: 'is' independent sampling (homogeneous groups at every agent), "
         "'fof' fork on the first agent, 'rr' round-robin fork point with fork_probabilities.", "strategy",
         when={"strategy": ("mhgpo",)}))
     fork_probabilities: list[float] = field(default_factory=list, metadata=_meta(
         "MHGPO-RR: probability of forking at each agent, in program order (paper: 0.7, 0.1, 0.2).", "strategy",
-        when={"strategy": ("mhgpo",), "sampling": ("rr",)}))
+        when={"strategy": ("mhgpo",), "sampling": ("rr",)},
+            bounds="each >= 0, summing to 1, one per agent of the program"))
 
     def _check_strategy(self):
         if self.strategy == "grpo" and self.rollouts_per_example != self.group_size:

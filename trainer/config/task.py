@@ -62,10 +62,11 @@ class TaskFields:
     program: str = field(default="toy", metadata=_meta(
         "Registered LM program (trainer.programs) whose modules are trained.", "task"))
     rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec("exact_match")], metadata=_meta(
-        "Rewards of the task with weights and optional conditioning (GDPO Eq. 8).", "task"))
+        "Rewards of the task with weights and optional conditioning (GDPO Eq. 8).", "task",
+        bounds="at least one registered reward, each once; condition_on names another of the run's rewards"))
     format_failure_reward: float = field(default=0.0, metadata=_meta(
         "Reward of a trajectory whose module output failed to parse (MMGRPO 3.1 fallback); the "
-        "partial trajectory up to the failing call is still trained.", "task"))
+        "partial trajectory up to the failing call is still trained.", "task", bounds="any number"))
     train_data: str | None = field(default=None, metadata=_meta(
         "JSONL file of training examples (the worker exports the task's dataset here). Empty for "
         "programs that generate their examples (toy).", "task"))
