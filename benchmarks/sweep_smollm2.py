@@ -1,7 +1,7 @@
 """A real sweep of SmolLM2-135M-Instruct on `toy_format`, through Cohort: the embedded stack (daphne, a
 Celery worker, Redis, SQLite) trains a grid over the learning rate with two seeds per configuration,
 then prints each configuration's objective over its seeds and takes the sweep page's screenshot for
-the manual (docs/sweeps.md).
+the manual (docs/how-to/sweeps.md).
 
     python benchmarks/sweep_smollm2.py --var-dir /tmp/sweep-smollm2            # train, report, screenshot
     python benchmarks/sweep_smollm2.py --var-dir /tmp/sweep-smollm2 --report   # the same folder, no training

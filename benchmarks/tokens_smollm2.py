@@ -1,6 +1,6 @@
 """A real SmolLM2-135M-Instruct run on `toy_format`, read token by token: the embedded stack (daphne, a
 Celery worker, Redis, SQLite) trains it with `token_details = all`, then this prints each step's token
-metrics and takes the manual's screenshots (docs/tokens.md): the inspector coloured by entropy with a
+metrics and takes the manual's screenshots (docs/how-to/tokens.md): the inspector coloured by entropy with a
 fork's alternatives open, and the step's forks table.
 
     python benchmarks/tokens_smollm2.py --var-dir /tmp/tokens-smollm2            # train, report, screenshot

@@ -245,12 +245,40 @@ def shared_asgi_server(django_db_setup, tmp_path_factory) -> Iterator[str]:
     the test database is emptied between tests."""
     # After django_db_setup, so service_env names the test database. PGAPPNAME (read by libpq) names
     # the server's PostgreSQL connections, so a test's teardown can tell when they are done.
-    env = service_env(DATABASE_CONN_MAX_AGE="0", PGAPPNAME=SHARED_SERVER_APP_NAME)
+    # It serves this session's manual at /docs/ once `docs_site` has built it (tests/browser/test_manual.py).
+    env = service_env(DATABASE_CONN_MAX_AGE="0", PGAPPNAME=SHARED_SERVER_APP_NAME,
+                      COHORT_DOCS_DIR=str(docs_site_dir(tmp_path_factory)))
     with asgi_server_process(tmp_path_factory.mktemp("daphne") / "daphne.log", env) as url:
         yield url
 
 
 SHARED_SERVER_APP_NAME = "cohort-tests-shared-daphne"
+
+
+# --- The manual (mkdocs.yml) ------------------------------------------------------------------------
+def build_manual(site_dir: Path) -> subprocess.CompletedProcess:
+    """`make docs` into `site_dir`: with --strict, so a broken link, a missing page or a bad reference fails."""
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def docs_site_dir(tmp_path_factory) -> Path:
+    """Where this session's manual is built: a folder fixed at the session's start, so the shared server,
+    started before a test asks for the manual, serves it at /docs/ once `docs_site` has built it."""
+    return tmp_path_factory.getbasetemp() / "docs-site"
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory) -> Path:
+    """The manual, built once per test session the way `make docs` builds it: its folder (index.html,
+    search/search_index.json, reference/settings/index.html...). A failed build fails every test that uses
+    it, with MkDocs' own words."""
+    site = docs_site_dir(tmp_path_factory)
+    result = build_manual(site)
+    if result.returncode != 0:
+        pytest.fail(f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}")
+    return site
 
 
 def shared_server_queries() -> list[str]:

@@ -46,7 +46,7 @@ DATABASE_FIXTURES = frozenset({
 # The tests that run once go to the embedded suite when they match one of these (marks first, then
 # folders ending in "/" or files, relative to the project root); the rest of them run in the services
 # suite. The database tests both suites run take the same time in each, so this is where the two are
-# evened out, by the times .ci/report.py prints (docs/decisions.md, "CI in half the time"): the vLLM
+# evened out, by the times .ci/report.py prints (docs/explanation/decisions/ci-in-half-the-time.md): the vLLM
 # engine's tests, the trainer's own (no Django at all) and the benchmarks' (fresh-ci on a fast day: the
 # services suite 888 s and the embedded one 1,091 s with cohort/'s tests, 118 s, in the embedded one).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)

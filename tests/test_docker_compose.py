@@ -129,3 +129,14 @@ def test_dockerfile_copies_what_the_commands_need():
     for path in ("webapp", "trainer", "workers", "manage.py", "templates", "static"):
         assert f"COPY {path}" in dockerfile, path
         assert (ROOT / path).exists()
+
+
+def test_the_web_service_serves_the_manual_the_image_built():
+    """The image builds the manual into /app/build/docs-site (Dockerfile), the settings' default
+    COHORT_DOCS_DIR: no service points the setting elsewhere or mounts a volume over it."""
+    for name, service in SERVICES.items():
+        if name in ("postgres", "redis"):
+            continue
+        assert "COHORT_DOCS_DIR" not in (service.get("environment") or {}), name
+        targets = [volume.split(":")[1] for volume in service.get("volumes", []) if ":" in volume]
+        assert not [t for t in targets if t == "/" or t.startswith("/app")], name

@@ -1,6 +1,6 @@
 """Cohort's trainer: group-relative RL (MMGRPO, MHGPO, GDPO) on multi-module LM programs, without Django.
 
-The packages, from the top of the house down (docs/architecture.md; imports only go down, and
+The packages, from the top of the house down (docs/explanation/architecture.md; imports only go down, and
 `make lint` holds them to it):
 
 - `run/`: a run end to end: the composition root, the loop, checkpoints, reporting, the CLI;

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "webapp.experiments",
     "webapp.sweeps",
     "webapp.sharing",
+    "webapp.manual",
     "axes",
 ]
 
@@ -181,7 +182,7 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
         # connections come from one bounded pool instead; a request that finds none free within
         # COHORT_DB_POOL_WAIT_S is answered 503 with Retry-After (webapp/overload.py). The worker and
         # management commands keep one persistent connection per process: their process count bounds
-        # them (docs/lab-load.md "Database connections").
+        # them (docs/explanation/lab-load.md "Database connections").
         _db["CONN_MAX_AGE"] = 0  # Django's pool requires it: the pool keeps the connections
         _db["OPTIONS"]["pool"] = {
             "min_size": env.int("COHORT_DB_POOL_MIN", default=2),
@@ -206,7 +207,7 @@ COHORT_LOGGING_CONCURRENCY = env.int("COHORT_LOGGING_CONCURRENCY", default=2 if 
 COHORT_LOGGING_QUEUE_WAIT_S = env.float("COHORT_LOGGING_QUEUE_WAIT_S", default=45.0)
 # One token's steps posts in the server at once (waiting or being stored); one more is a 429 at once.
 # As many as the slots: twice as many stored 1.4x the rollouts/s on SQLite but doubled the run page's
-# p95 on both databases (docs/lab-load.md), and pages come first.
+# p95 on both databases (docs/explanation/lab-load.md), and pages come first.
 COHORT_LOGGING_PER_TOKEN = env.int("COHORT_LOGGING_PER_TOKEN", default=COHORT_LOGGING_CONCURRENCY)
 COHORT_LOGGING_RATE = env.str("COHORT_LOGGING_RATE", default="50/s")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -241,7 +242,7 @@ CHANNEL_LAYERS = {
     }
 }
 
-# Celery: see docs/celery.md for why these settings fit multi-hour GPU tasks.
+# Celery: see docs/explanation/celery.md for why these settings fit multi-hour GPU tasks.
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_DEFAULT_QUEUE = "default"
@@ -333,6 +334,9 @@ WHITENOISE_USE_FINDERS = not PRODUCTION
 
 # --- Where runs keep their event logs and checkpoints ---------------------------------------
 COHORT_RUNS_DIR = env.path("COHORT_RUNS_DIR", default=str(VAR_DIR / "runs"))
+
+# --- The manual (webapp/manual): the site `make docs` builds from docs/, served at /docs/ ----------
+COHORT_DOCS_DIR = env.path("COHORT_DOCS_DIR", default=str(BASE_DIR / "build" / "docs-site"))
 
 # --- Dataset uploads (webapp/datasets) ------------------------------------------------------
 # Largest upload accepted; refused by Content-Length before the body is read, and counted while

@@ -18,6 +18,7 @@ urlpatterns = [
     path("queue/", include("webapp.scheduling.urls")),
     path("projects/", include("webapp.projects.urls")),
     path("share/", include("webapp.sharing.urls")),
+    path("docs/", include("webapp.manual.urls")),  # the manual, public (webapp/manual/views.py)
     path("", include("webapp.prefs.urls")),
     path("", include("webapp.runs.urls")),
 ]

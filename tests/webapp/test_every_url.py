@@ -32,7 +32,7 @@ from tests.webapp.role_world import SECRET, build_lab, end_links, link_holder
 pytestmark = pytest.mark.django_db
 
 # --- what each URL is ----------------------------------------------------------------------------------
-PUBLIC = {"healthz", "login", "logout"}
+PUBLIC = {"healthz", "login", "logout", "manual:index", "manual:page"}  # the manual: tests/webapp/manual
 # Each signed-in user has their own (lists, settings, forms); no other user's object is named.
 PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue",
             "runs:list", "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",

@@ -12,7 +12,8 @@ zero both rewards at once (the format failure reward), hiding the difference GDP
 
 Measured on 2 shared CPU cores with `suggested_config` (temperature 2, 3 new tokens, 4 examples x 16
 rollouts, LoRA at 2e-3, 150 steps, about 25 s a run), one word ("apple"), seeds 0-4, GRPO and GDPO
-(benchmarks/gdpo_vs_grpo.py; docs/decisions.md has the table):
+(benchmarks/gdpo_vs_grpo.py; the table is in
+docs/explanation/decisions/the-two-reward-task-and-grpo-vs-gdpo.md):
 
 - both rewards start low: over the first 15 steps the period is in 0.1-0.3 % of completions, the
   word in 0.1-4 %;

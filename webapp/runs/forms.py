@@ -16,7 +16,7 @@ from django import forms
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
-from trainer.config import ConfigError, RunConfig, literal_choices
+from trainer.config import GROUP_TITLES, ConfigError, RunConfig, literal_choices
 from trainer.programs import PROGRAMS, program_error, program_info
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.projects.models import Project, Role
@@ -31,19 +31,7 @@ from webapp.runs.selectors import launchable_tasks, run_move_targets
 # Filled from the task, or not user-facing (the worker exports the task's dataset to these files).
 NOT_ON_FORM = {"program", "train_data", "dev_data", "corpus_data"}
 
-GROUP_TITLES = {
-    "task": "Task and rewards",
-    "prompts": "Optimize prompts first (DSPy programs)",
-    "strategy": "Strategy",
-    "advantage": "Advantage estimator",
-    "batch": "Batch shape",
-    "optim": "Optimization",
-    "lora": "LoRA adapter",
-    "sampling": "Sampling",
-    "engine": "Sampling engine (vLLM, hf)",
-    "model": "Model and backend",
-    "eval": "Evaluation, checkpoints, seed",
-}
+# The groups' titles and order: trainer.config.GROUP_TITLES (the manual's run settings reference uses them too).
 # What a first launch needs in view; the other groups start folded (a group holding an error opens).
 OPEN_GROUPS = {"task", "strategy", "advantage", "batch", "model"}
 
@@ -240,9 +228,10 @@ class RunLaunchForm(forms.Form):
         """The rewards the reward editor offers (webapp.runs.launch_widgets), for `json_script`."""
         return reward_registry()
 
-    def grouped_fields(self) -> list[tuple[str, list[forms.BoundField], bool]]:
-        """(title, bound fields, open) in form order, for the template's foldable fieldsets: the groups
-        of OPEN_GROUPS are open, the advanced ones folded unless one of their fields has an error."""
+    def grouped_fields(self) -> list[tuple[str, str, list[forms.BoundField], bool]]:
+        """(key, title, bound fields, open) in form order, for the template's foldable fieldsets: the groups
+        of OPEN_GROUPS are open, the advanced ones folded unless one of their fields has an error. The key
+        names the group's section of the manual's settings reference (#group-<key>)."""
         groups: dict[str, list[forms.BoundField]] = {
             "task": [self["project"], self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
         for f in CONFIG_FIELDS:
@@ -250,7 +239,7 @@ class RunLaunchForm(forms.Form):
             bound.shown_when = shown_when(f.name)  # the wrapper's data-shown-when (launch-form.js)
             groups.setdefault(f.metadata.get("group", "model"), []).append(bound)
         order = list(GROUP_TITLES)
-        return [(GROUP_TITLES.get(g, g), fields, g in OPEN_GROUPS or any(f.errors for f in fields))
+        return [(g, GROUP_TITLES.get(g, g), fields, g in OPEN_GROUPS or any(f.errors for f in fields))
                 for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]
 
     def clean_project(self):

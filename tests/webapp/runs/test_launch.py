@@ -89,7 +89,7 @@ def test_the_real_model_is_offered_with_the_settings_measured_for_it(client, own
 def test_the_engine_knobs_sit_in_a_folded_group_and_are_refused_beside_their_field(client, owner, toy_task):
     client.force_login(owner)
     page = client.get(reverse("runs:new"), {"task": toy_task.pk}).content.decode()
-    group = re.search(r'<details class="card group">\s*<summary>Sampling engine \(vLLM, hf\)</summary>(.*?)</details>',
+    group = re.search(r'<details class="card group">\s*<summary>Sampling engine \(vLLM, hf\) <a[^>]*>help</a></summary>(.*?)</details>',
                       page, re.S).group(1)
     for name in ("vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_enable_sleep_mode", "hf_generate_rows"):
         assert f'id="field-{name}"' in group
@@ -208,7 +208,7 @@ def test_the_launch_form_folds_the_advanced_groups_and_opens_one_holding_an_erro
 
     def groups(html: str) -> dict[str, bool]:
         return {title: bool(is_open) for is_open, title in
-                re.findall(r'<details class="card group"( open)?>\s*<summary>([^<]+)</summary>', html)}
+                re.findall(r'<details class="card group"( open)?>\s*<summary>([^<]+) <a class="group-help"', html)}
 
     shown = groups(client.get(reverse("runs:new")).content.decode())
     assert shown == {"Task and rewards": True, "Optimize prompts first (DSPy programs)": False, "Strategy": True, "Advantage estimator": True, "Batch shape": True,

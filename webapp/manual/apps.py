@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ManualConfig(AppConfig):
+    name = "webapp.manual"
+    label = "manual"
+    verbose_name = "Manual"
