@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,11 @@ from django.core.management import call_command
 
 from tests.conftest import ROOT, service_env
 from tests.docs.blocks import PAGES, Block, BlockError, page_blocks
-from trainer.config import RunConfig
+from trainer.config import RunConfig, from_preset
 from webapp.api.services import token_create
+from webapp.sweeps.plan import SweepRefused
+from webapp.sweeps.space import SpaceError, parse_space
+from webapp.sweeps.spec_input import spec_from_mapping
 
 NEUTRAL = ("the manual's snippets talk to the server through the SDK, the client, the API and manage.py "
            "commands, whose queries are tested on both backends by their own tests")
@@ -62,6 +66,25 @@ def test_blocks_said_to_run_in_ci_are_what_ci_runs():
                 assert command in ci, f"{block.where}: `{command}` is said to run in .ci/run, which lacks it"
 
 
+@pytest.mark.parametrize("text, error", [
+    ("steps = 0\n", "steps must be a whole number of at least 1"),
+    ("stepz = 3\n", "unknown config keys: stepz"),
+    ('preset = "mhgpo-rr"\nlearning_rate = -1.0\n', "learning_rate must be positive"),
+    ("steps = 3\n[sweep]\nmethod = \"tpe\"\n[sweep.space]\nlearning_rate = {low = 1e-3, high = 1e-5}\n",
+     "must be below its high"),
+    ("steps = 3\n[sweep]\nmethods = \"tpe\"\n[sweep.space]\ngroup_size = [4, 8]\n", "Unknown sweep setting"),
+])
+def test_a_bad_toml_block_fails_naming_its_line(tmp_path, text, error):
+    """What CI's runner does with a TOML block that RunConfig or launch_sweep would refuse."""
+    page = tmp_path / "page.md"
+    page.write_text(f"# A page\n\n```toml\n{text}```\n")
+    [block] = page_blocks(page)
+    (tmp_path / "work").mkdir()
+    with pytest.raises(pytest.fail.Exception, match=error) as failed:
+        _run(block, tmp_path / "work", {}, 0)
+    assert "page.md:3" in str(failed.value)
+
+
 @pytest.fixture
 def server_env(asgi_server, make_user, model_cache_dir, tmp_path) -> dict[str, str]:
     """A fresh Cohort as `make run` leaves it (built-in programs and tasks) behind a real server, and
@@ -85,9 +108,23 @@ def _working_folder(tmp_path: Path) -> Path:
 
 
 def _check_config(block: Block, path: Path) -> None:
+    """A run config as `RunConfig.from_toml` loads it; a sweep file (a `[sweep]` table beside the run
+    settings) as `launch_sweep` reads it: its base settings, then the sweep's own and its space."""
     try:
-        RunConfig.from_toml(path)
-    except ValueError as error:  # ConfigError is one
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        sweep = data.pop("sweep", None)
+        if sweep is None:
+            RunConfig.from_toml(path)
+            return
+        preset = data.pop("preset", None)
+        base = from_preset(preset, **data) if preset else RunConfig.from_dict(data)
+        spec_from_mapping(sweep)
+        parse_space(sweep.get("space"), base)
+    except SweepRefused as refused:
+        pytest.fail(f"{block.where}: this sweep file is refused: {refused.errors}")
+    except SpaceError as error:
+        pytest.fail(f"{block.where}: this sweep's space is refused: {error.errors}")
+    except (ValueError, tomllib.TOMLDecodeError) as error:  # ConfigError is a ValueError
         pytest.fail(f"{block.where}: this TOML is not a valid run config: {error}")
 
 
