@@ -242,41 +242,22 @@ CHANNEL_LAYERS = {
     }
 }
 
-# Celery: see docs/explanation/celery.md for why these settings fit multi-hour GPU tasks.
+# Celery: webapp/settings_celery.py, and docs/explanation/celery.md for why its settings fit multi-hour GPU tasks.
+from webapp.settings_celery import *  # noqa: E402, F403
+
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
-CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"workers.tasks.run_train_task": {"queue": "gpu"}}
-CELERY_TASK_ACKS_LATE = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Each worker also consumes its own queue, so a GPU worker that cannot fit a queued run (its
-# min_gpu_memory_gb) can wake a bigger one by name (webapp/scheduling/services.py).
-CELERY_WORKER_DIRECT = True
+
 # What a GPU worker reports about itself when NVML cannot say (or must not: a MIG slice, a test).
 COHORT_WORKER_GPU_NAME = env.str("COHORT_WORKER_GPU_NAME", default="")
 COHORT_WORKER_GPU_MEMORY_GB = env.float("COHORT_WORKER_GPU_MEMORY_GB", default=None)
 COHORT_WORKER_DEVICES = env.str("COHORT_WORKER_DEVICES", default="")
 COHORT_WORKER_GPU_COUNT = env.int("COHORT_WORKER_GPU_COUNT", default=None)
-CELERY_TASK_REJECT_ON_WORKER_LOST = False
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=12 * 3600),
-}
-CELERY_RESULT_EXPIRES = 24 * 3600
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# A Redis blip must not kill a multi-hour training task (Celery plans to make True the default in 6.0);
-# the run's claim makes a re-delivery after such a blip harmless.
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
-CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A run whose supervisor has not sent a heartbeat for this long is marked interrupted (resumable).
 COHORT_HEARTBEAT_TIMEOUT_S = env.int("COHORT_HEARTBEAT_TIMEOUT_S", default=60)
 # A run trained elsewhere whose trainer has posted nothing for this long (seconds) is marked lost
 # (webapp/runs/lost.py); its next post reopens it.
 COHORT_EXTERNAL_STALE_AFTER = env.int("COHORT_EXTERNAL_STALE_AFTER", default=3600)
-CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "workers.tasks.reap_stale_runs_task", "schedule": 15.0},
-}
 
 # --- Auth -----------------------------------------------------------------------------------
 # django-axes counts failed logins per username and per client address (each on its own): after
