@@ -155,29 +155,23 @@
   }
 
   // --- importance and the objective over trials -----------------------------------------------------
+  // The server words the note (webapp/sweeps/importance.py): what is drawn and by which evaluator, or
+  // why nothing is yet, and whether this sweep can ever get there.
   function drawImportance(p) {
     const imp = p.importance;
-    const note = el("importance-note");
     const div = el("importance-chart");
-    if (!imp.ready) {
-      const more = imp.needs - imp.complete;
-      note.textContent = `Optuna's importance (fANOVA) needs ${imp.needs} complete trials: ${imp.complete} so far, ` +
-        `${more} more to go.`;
+    el("importance-note").textContent = imp.note;
+    if (!imp.ready || !imp.values.length) {
       div.hidden = true;
       return;
     }
-    if (!imp.values.length) {
-      note.textContent = "No swept value varied among the complete trials: nothing to rank yet.";
-      div.hidden = true;
-      return;
-    }
-    note.textContent = `How much of the objective's variance each swept value explains (Optuna's fANOVA over ${imp.complete} complete trials).`;
     div.hidden = false;
     const ranked = [...imp.values].reverse(); // the largest on top
     Plotly.react(div, [{ type: "bar", orientation: "h", x: ranked.map((v) => v[1]), y: ranked.map((v) => v[0]),
       text: ranked.map((v) => v[1].toFixed(3)), textposition: "auto", hoverinfo: "x+y" }],
     { margin: { l: 140, r: 20, t: 10, b: 40 }, height: Math.max(160, 50 + 36 * ranked.length),
-      xaxis: { range: [0, 1], title: { text: "importance" } } }, CHART);
+      xaxis: { range: [0, 1], title: { text: `share of the variance the settings explain (${imp.evaluator})` } } },
+    CHART);
   }
 
   function drawObjective(p) {

@@ -1,24 +1,26 @@
 """The sweep page in a real browser (issue 44, part 3): a finished sweep's parallel coordinates, its
-parameter importance and trials table are drawn; "Launch this" opens the launch form filled in with
+parameter importance (once enough trials completed) and trials table are drawn; "Launch this" opens the launch form filled in with
 the sweep's settings and the best trial's values; a sweep notice makes an open page redraw."""
 
 import pytest
 
 from tests.browser.session import log_in, off_playwright_thread
 from tests.suites import UI_ONLY
-from tests.webapp.sweeps.world import add_trial, make_sweep, params_of
+from tests.webapp.sweeps.world import add_trial, make_sweep
 from trainer.config import RunConfig
 from webapp.runs.catalog import catalog_sync
 from webapp.runs.launch import config_defaults
 from webapp.runs.models import Task
+from webapp.sweeps.importance import MIN_COMPLETE_TRIALS
 from webapp.sweeps.messages import sweep_notice_send
+from webapp.sweeps.models import Trial
 
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
 
 ROWS = "document.querySelectorAll('#trials-table tbody tr').length"
 
 
-def toy_sweep(owner, trials: int = 4):
+def toy_sweep(owner, trials: int = MIN_COMPLETE_TRIALS):
     """A finished-looking sweep of the toy task: `trials` complete trials with distinct values."""
     catalog_sync()
     task = Task.objects.get(name="toy")
@@ -45,14 +47,17 @@ def test_a_finished_sweep_draws_its_plots_and_launches_its_best_configuration(pa
 
     chart = page.evaluate("""() => { const d = document.getElementById('parcoords-chart').data[0];
         return {type: d.type, labels: d.dimensions.map(x => x.label), n: d.dimensions[0].values.length}; }""")
-    assert chart == {"type": "parcoords", "labels": ["estimator", "learning_rate (log)", "lora_r", "reward/mean"], "n": 4}
+    n = MIN_COMPLETE_TRIALS  # enough complete trials for the importance to be drawn
+    assert chart == {"type": "parcoords", "labels": ["estimator", "learning_rate (log)", "lora_r", "reward/mean"], "n": n}
     importance = page.evaluate("() => document.getElementById('importance-chart').data[0].y")
     assert sorted(importance) == ["estimator", "learning_rate", "lora_r"] and importance[-1] == "learning_rate"
-    assert "fANOVA" in page.inner_text("#importance-note")
+    assert page.is_visible("#importance-chart")
+    assert f"Optuna's fANOVA (a random forest of 32 trees, seed 0) over {n} complete" in page.inner_text("#importance-note")
     assert page.evaluate("() => document.getElementById('objective-chart').data.length") == 2
-    assert page.evaluate(ROWS) == 4
-    best = params_of(3)  # the highest learning rate: the best objective (tests/webapp/sweeps/world.py)
-    assert page.get_attribute("#trials-table tbody tr.best", "data-number") == "3"
+    assert page.evaluate(ROWS) == n
+    best_trial = Trial.objects.filter(sweep=sweep).order_by("-value").first()
+    best = best_trial.params
+    assert page.get_attribute("#trials-table tbody tr.best", "data-number") == str(best_trial.number)
     assert page.locator("#trials-table tr[data-number='0'] a.seed-link").count() == 3
     screenshot("sweep-page")
 
@@ -70,7 +75,8 @@ def test_a_sweep_notice_redraws_an_open_page(page, asgi_server, make_user):
     sweep = toy_sweep(alice, trials=3)
     log_in(page, asgi_server, "alice")
     open_sweep(page, asgi_server, sweep)
-    assert "needs 3 complete trials" not in page.inner_text("#importance-note")
+    assert page.inner_text("#importance-note").endswith(f"3 so far, {MIN_COMPLETE_TRIALS - 3} more to go.")
+    assert page.is_hidden("#importance-chart")
     # Joined the sweep's group, and the catch-up fetch of the (re)connect is done: only a notice redraws now.
     page.wait_for_function("() => window.cohortSweep.socket.readyState === 1 && window.cohortSweep.fetches >= 1 "
                            "&& !window.cohortSweep.inFlight")
@@ -86,3 +92,4 @@ def test_a_sweep_notice_redraws_an_open_page(page, asgi_server, make_user):
     assert page.evaluate("() => window.cohortSweep.fetches") == fetches + 1
     assert page.evaluate("() => document.getElementById('parcoords-chart').data[0].dimensions[0].values.length") == 4
     assert "4 of 12 started: 4 complete" in page.inner_text("#sweep-progress")
+    assert page.inner_text("#importance-note").endswith(f"4 so far, {MIN_COMPLETE_TRIALS - 4} more to go.")

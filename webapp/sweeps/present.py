@@ -3,8 +3,9 @@ it again (data.json) after each notice, so the first draw and every redraw read 
 
 Everything comes from the Trial rows (params, state, value, intermediate values) and one query of their
 runs, never from the step metrics: a 200-trial sweep of 3 seeds and 100 steps is 60,000 step rows but
-600 run rows, and its page must answer within 300 ms (issue 44). Optuna's parameter importance (fANOVA)
-is the one costly part; it is cached per sweep and per set of completed trials.
+600 run rows, and its page must answer within 300 ms (issue 44). The parameter importance (fANOVA,
+webapp/sweeps/importance.py) is the one costly part; it is cached per sweep and per set of completed
+trials.
 """
 
 from __future__ import annotations
@@ -14,19 +15,17 @@ import math
 from typing import Any
 from urllib.parse import urlencode
 
-from django.core.cache import cache
 from django.urls import reverse
 
 from webapp.runs.aggregates import seed_summary
 from webapp.runs.config_link import config_link_changes, config_link_token
 from webapp.runs.models import Run
+from webapp.sweeps.importance import importance_json
 from webapp.sweeps.models import Sweep, Trial, TrialRun
 from webapp.sweeps.objective import run_value
 from webapp.sweeps.services import sweep_best
 from webapp.sweeps.space import dimension
-from webapp.sweeps.study import MIN_TRIALS_FOR_IMPORTANCE, importances
 
-IMPORTANCE_CACHE_S = 7 * 24 * 3600  # the key changes whenever a trial completes; this only frees memory
 RUN_URL_MARK = 999_999_999
 
 
@@ -117,36 +116,6 @@ def dimensions_json(sweep: Sweep) -> list[dict[str, Any]]:
                       "low": d.low if d.kind != "values" else None, "high": d.high if d.kind != "values" else None,
                       "values": list(d.values), "categorical": d.kind == "values" and not numeric})
     return found
-
-
-# --- parameter importance ------------------------------------------------------------------------------
-
-
-def _complete(trials) -> list[Trial]:
-    return [t for t in trials if t.state == Trial.State.COMPLETE and t.value is not None and math.isfinite(t.value)]
-
-
-def importance_cache_key(sweep: Sweep, trials) -> str:
-    """Changes whenever a trial completes (their count, the newest finish): until then fANOVA's answer
-    for these trials stands."""
-    complete = _complete(trials)
-    newest = max((t.finished_at for t in complete if t.finished_at), default=None)
-    return f"sweep-importance:{sweep.pk}:{len(complete)}:{newest.timestamp() if newest else 0}"
-
-
-def importance_json(sweep: Sweep, trials) -> dict[str, Any]:
-    """Optuna's fANOVA importance of each swept field, largest first, once MIN_TRIALS_FOR_IMPORTANCE
-    trials completed (`ready`); `values` is empty when no field varied among them."""
-    complete = len(_complete(trials))
-    if complete < MIN_TRIALS_FOR_IMPORTANCE:
-        return {"ready": False, "complete": complete, "needs": MIN_TRIALS_FOR_IMPORTANCE, "values": []}
-    key = importance_cache_key(sweep, trials)
-    found = cache.get(key)
-    if found is None:
-        found = importances(sweep, trials)
-        cache.set(key, found, IMPORTANCE_CACHE_S)
-    values = sorted(([name, _number(v) or 0.0] for name, v in found.items()), key=lambda p: -p[1])
-    return {"ready": True, "complete": complete, "needs": MIN_TRIALS_FOR_IMPORTANCE, "values": values}
 
 
 # --- the best configuration ----------------------------------------------------------------------------

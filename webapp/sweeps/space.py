@@ -136,7 +136,8 @@ def parse_text(name: str, text: str) -> dict[str, Any]:
     if match and ".." in text:
         entry: dict[str, Any] = {"low": match["low"], "high": match["high"], "log": bool(match["log"])}
         return entry
-    return {"values": [part.strip() for part in text.split(",") if part.strip()]}
+    # Every element kept, the empty ones too: `0.1,,0.2` is refused by `dimension`, never read as two values.
+    return {"values": [part.strip() for part in text.split(",")]}
 
 
 def dimension(name: str, entry: Any) -> Dimension:
@@ -161,6 +162,10 @@ def dimension(name: str, entry: Any) -> Dimension:
             raise ValueError("give at least one value")
         if len(values) > MAX_VALUES:
             raise ValueError(f"at most {MAX_VALUES} values")
+        empty = [i for i, v in enumerate(values, 1) if v is None or (isinstance(v, str) and not v.strip())]
+        if empty:
+            raise ValueError(f"value {empty[0]} of {len(values)} is empty (as in '0.1,,0.2' or a trailing comma): "
+                             "remove it or write the value")
         typed = tuple(dict.fromkeys(_typed(name, v) for v in values))
         return Dimension(name, "values", values=typed)
     unknown = set(entry) - {"low", "high", "log"}

@@ -28,7 +28,6 @@ TRIAL_STATES = {Trial.State.RUNNING: TrialState.RUNNING, Trial.State.COMPLETE: T
                 Trial.State.PRUNED: TrialState.PRUNED, Trial.State.FAILED: TrialState.FAIL}
 DEFAULT_OPTIONS = {"startup_trials": 5, "warmup_steps": 0, "reduction_factor": 3, "min_resource": 1,
                    "grid_points": 3}
-MIN_TRIALS_FOR_IMPORTANCE = 3
 
 
 def dimensions_of(sweep: Sweep) -> list[Dimension]:
@@ -160,20 +159,6 @@ def _reason(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) 
                 f"{side} the median {median:.4g} of {len(others)} completed trials at that step.")
     return (f"Pruned by Hyperband (successive halving, reduction factor {option(sweep, 'reduction_factor')}) at "
             f"step {step}: its {sweep.objective} {trial.intermediate_values[step]:.4g} was not in the top of its rung.")
-
-
-def importances(sweep: Sweep, trials: Sequence[Trial]) -> dict[str, float]:
-    """Optuna's parameter importance (fANOVA) over the completed trials; {} until there are enough, or
-    when no parameter varied among them."""
-    complete = [t for t in trials if t.state == Trial.State.COMPLETE and t.value is not None and math.isfinite(t.value)]
-    if len(complete) < MIN_TRIALS_FOR_IMPORTANCE:
-        return {}
-    study = study_of(sweep, complete)
-    try:
-        found = optuna.importance.get_param_importances(study)
-    except (ValueError, RuntimeError):  # a single distinct value per parameter, for instance
-        return {}
-    return {name: float(value) for name, value in found.items()}
 
 
 def _plain(value: Any) -> Any:

@@ -65,6 +65,8 @@ def test_a_token_launches_a_sweep_and_reads_it_back(owner, toy_task):  # noqa: F
     ({"space": {"model": {"low": 1, "high": 2}}}, "model", "model is not numeric"),
     ({"space": {"no_such": [1, 2]}}, "no_such", "RunConfig has no setting"),
     ({"space": {"seed": [1, 2]}}, "seed", "swept by 'seeds'"),
+    ({"space": {"learning_rate": [0.1, "", 0.2]}}, "learning_rate", "value 2 of 3 is empty"),
+    ({"space": {"learning_rate": {"values": [0.1, None]}}}, "learning_rate", "value 2 of 2 is empty"),
     ({"space": {}}, "sweep", "Choose at least one setting to sweep"),
     ({"space": {"steps": [1, 2**40]}}, "steps", "at most"),
     ({"space": {"learning_rate": [1e-4, 10**400]}}, "learning_rate", "at most"),

@@ -65,6 +65,8 @@ def test_launch_sweep_takes_the_base_from_the_file_and_the_command_line(owner, t
      "sweep.space.learning_rate: the range's low (0.001) must be below its high (1e-05)"),
     (GOOD.replace("group_size = [4, 8]", "model = {low = 1, high = 2}"), "sweep.space.model: model is not numeric"),
     (GOOD.replace("group_size = [4, 8]", "no_such = [1, 2]"), "sweep.space.no_such: RunConfig has no setting"),
+    (GOOD.replace("group_size = [4, 8]", 'group_size = [4, "", 8]'), "sweep.space.group_size: value 2 of 3 is empty"),
+    (GOOD.replace("group_size = [4, 8]", "group_size = [4, , 8]"), "is not valid TOML"),
     (GOOD.replace("seeds = 1", "seeds = 50"), "sweep.seeds: seeds is a whole number from 1 to 10"),
     (GOOD.replace("method = \"random\"", "method = \"bayes\""), "sweep.method: Choose one of"),
     (GOOD.replace("parallel = 3", "parallel = 3\nsurprise = 1"), "Unknown sweep setting(s) 'surprise'"),

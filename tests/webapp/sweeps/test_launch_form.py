@@ -97,6 +97,8 @@ def test_a_grid_of_values_from_the_form(client, owner, toy_task):
     ({"learning_rate": "1e-5..abc"}, {}, "learning_rate", "is not a number"),
     ({"model": "a..b"}, {}, "model", "model is not numeric"),
     ({"group_size": "4, x"}, {}, "group_size", "is not an integer"),
+    ({"learning_rate": "0.1,,0.2"}, {}, "learning_rate", "value 2 of 3 is empty (as in"),
+    ({"group_size": "4, 8,"}, {}, "group_size", "value 3 of 3 is empty"),
     ({"estimator": "grpo, nope"}, {}, "estimator", "is not one of"),
     ({"learning_rate": "-1, 1e-4"}, {}, "learning_rate", "learning_rate must be positive"),
     ({"learning_rate": "1e-5..1e-3"}, {"sweep_seeds": "11"}, "sweep_seeds", "from 1 to 10"),

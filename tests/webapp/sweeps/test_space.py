@@ -28,6 +28,15 @@ def test_the_forms_text(text, entry):
     assert parse_text("learning_rate", text) == entry
 
 
+@pytest.mark.parametrize(("text", "which"), [("0.1,,0.2", "value 2 of 3"), ("0.1, 0.2,", "value 3 of 3"),
+                                             (",0.1", "value 1 of 2"), ("0.1, ,0.2", "value 2 of 3")])
+def test_an_empty_element_of_a_list_is_refused_not_dropped(text, which):
+    with pytest.raises(SpaceError) as refused:
+        parse_space({"learning_rate": parse_text("learning_rate", text)}, BASE)
+    assert refused.value.errors == {"learning_rate": f"{which} is empty (as in '0.1,,0.2' or a trailing comma): "
+                                                     "remove it or write the value"}
+
+
 @pytest.mark.parametrize(("space", "field", "words"), [
     ({"learning_rate": {"low": 1e-3, "high": 1e-5}}, "learning_rate", "must be below its high"),
     ({"learning_rate": {"low": 1e-3, "high": 1e-3}}, "learning_rate", "must be below its high"),
@@ -39,6 +48,8 @@ def test_the_forms_text(text, entry):
     ({"learning_rate": {"low": 0, "high": 1, "log": True}}, "learning_rate", "positive low"),
     ({"rewards": [1]}, "rewards", "list or mapping"),
     ({"learning_rate": []}, "learning_rate", "at least one value"),
+    ({"learning_rate": [1e-4, None]}, "learning_rate", "value 2 of 2 is empty"),
+    ({"model": ["a", " "]}, "model", "value 2 of 2 is empty"),
 ])
 def test_each_bad_entry_is_refused_beside_its_field(space, field, words):
     with pytest.raises(SpaceError) as refused:
