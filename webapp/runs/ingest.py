@@ -34,6 +34,7 @@ from webapp.runs.models import (
     steps_stored,
 )
 from webapp.runs.retention import retention_apply, storage_add
+from webapp.runs.series_store import blocks_after_ingest
 from webapp.runs.texts import encode_texts
 from webapp.runs.token_store import encode_tokens
 
@@ -89,6 +90,8 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
             rows.add_step(locked.pk, event)
         _write(rows)
         storage_add(locked.pk, [m.step for m in metrics], [m.seq for m in metrics])
+        blocks_after_ingest(locked.pk, [m.step for m in metrics], live_step=metrics[-1].step,
+                            previous_step=locked.current_step)
         last = fresh[-1]
         rewards = [m.metrics.get(REWARD_KEY) for m in metrics if m.metrics.get(REWARD_KEY) is not None]
         best = max([locked.best_reward, *rewards], key=lambda v: -math.inf if v is None else v) if rewards else locked.best_reward

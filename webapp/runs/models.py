@@ -264,6 +264,29 @@ class StepMetric(models.Model):
             models.UniqueConstraint(fields=["run", "attempt", "step"], name="stepmetric_unique_step"),
             models.UniqueConstraint(fields=["run", "seq"], name="stepmetric_unique_seq"),
         ]
+        # A step range of a run (the series blocks' reads, webapp/runs/series_store.py) across attempts.
+        indexes = [models.Index(fields=["run", "step"], name="stepmetric_run_step")]
 
     def __str__(self):
         return f"run {self.run_id} step {self.step} (attempt {self.attempt})"
+
+
+class SeriesBlock(models.Model):
+    """`BLOCK_STEPS` consecutive steps of a run's metrics, column by column (webapp/runs/series_store.py):
+    written by the ingest once the run has moved past them, used by a read only while `last_seq` and
+    `rows` still match the StepMetric rows of those steps, which stay the source of truth."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series_blocks")
+    block = models.PositiveIntegerField(help_text="Steps block * BLOCK_STEPS to (block + 1) * BLOCK_STEPS - 1.")
+    last_seq = models.PositiveBigIntegerField(help_text="The newest seq among the block's rows when it was written.")
+    rows = models.PositiveIntegerField(help_text="How many StepMetric rows the block was written from.")
+    steps = models.PositiveIntegerField(help_text="How many distinct steps it holds.")
+    keys = models.JSONField(default=list, help_text="The metric keys, in the order of the value columns.")
+    tokens = models.FloatField(null=True, help_text="The completion tokens of its steps (None: none reported).")
+    data = models.BinaryField(help_text="steps int64, stored-at float64, values float64 (keys x steps), presence bits.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "block"], name="seriesblock_unique_block")]
+
+    def __str__(self):
+        return f"run {self.run_id} steps block {self.block}"

@@ -1,6 +1,6 @@
-"""Metric series for the charts: per-series arrays from StepMetric rows, server-side downsampling of
-long series (MinMaxLTTB, tsdownsample), the x-axis alternatives (wall time, tokens seen), the
-per-module heatmaps and the run comparison.
+"""Metric series for the charts: per-series arrays from a run's column blocks and rows
+(webapp/runs/series_store.py), server-side downsampling of long series (MinMaxLTTB, tsdownsample), the
+x-axis alternatives (wall time, tokens seen), the per-module heatmaps and the run comparison.
 
 A series is one metric key (`reward/mean`, `group_var/rewriter`, ...) as (step, value) pairs. When a
 step was stored by several attempts (a resumed run re-does the steps after its checkpoint), the
@@ -19,6 +19,7 @@ from django.utils import timezone
 from tsdownsample import MinMaxLTTBDownsampler
 
 from webapp.json_keys import json_key
+from webapp.runs import series_store
 from webapp.runs.models import Run, StepMetric
 
 # Heatmap families: the per-module series `<family>/<module>` the trainer reports each step.
@@ -65,25 +66,18 @@ def _collect(rows: Iterable[tuple], keys: Sequence[str] | None) -> tuple[dict[st
 def metric_series(run: Run, *, keys: Sequence[str] | None = None, from_step: int | None = None,
                   to_step: int | None = None) -> tuple[dict[str, Series], int]:
     """The run's series (all of them, or only `keys`) within [from_step, to_step], and the highest
-    seq read. One query; with `keys`, only those JSON values are read (the zoom path)."""
-    rows = StepMetric.objects.filter(run=run)
-    if from_step is not None:
-        rows = rows.filter(step__gte=from_step)
-    if to_step is not None:
-        rows = rows.filter(step__lte=to_step)
-    rows = rows.order_by("seq")
-    if keys is None:
-        raw, last_seq = _collect(rows.values_list("seq", "step", "metrics").iterator(chunk_size=2000), None)
-    else:
-        annotations = {f"k{i}": json_key("metrics", key) for i, key in enumerate(keys)}
-        values = rows.annotate(**annotations).values_list("seq", "step", *annotations)
-        raw, last_seq = _collect(values.iterator(chunk_size=2000), list(keys))
+    seq read, from the run's stored blocks and the rows of the rest (webapp/runs/series_store.py)."""
+    return table_series(series_store.read_table(run.pk, from_step=from_step, to_step=to_step), keys)
+
+
+def table_series(table: series_store.SeriesTable, keys: Sequence[str] | None = None) -> tuple[dict[str, Series], int]:
+    """A SeriesTable's columns as Series (only `keys`, where given), and its highest seq."""
     series = {}
-    for key, by_step in raw.items():
-        steps = np.fromiter(sorted(by_step), dtype=np.int64, count=len(by_step))
-        values = np.asarray([np.nan if by_step[s] is None else by_step[s] for s in steps.tolist()], dtype=float)
-        series[key] = Series(steps, values)
-    return series, last_seq
+    for key in table.keys if keys is None else keys:
+        column = table.column(key)
+        if column is not None and column[0].size:
+            series[key] = Series(column[0], np.ascontiguousarray(column[1]))
+    return series, table.last_seq
 
 
 def downsample_indices(steps: np.ndarray, values: np.ndarray, max_points: int) -> np.ndarray:
@@ -112,8 +106,7 @@ def series_payload(series: Series, max_points: int) -> dict:
     }
 
 
-# The per-step metric whose running sum is "tokens seen" (trainer/run/loop.py reports it per step).
-TOKENS_KEY = "completion_tokens"
+TOKENS_KEY = series_store.TOKENS_KEY  # whose running sum is "tokens seen"
 
 
 def _axes_table(rows: Iterable[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, object]:
@@ -141,25 +134,53 @@ def _pick(table_steps: np.ndarray, values: np.ndarray | None, steps: np.ndarray)
     return values[np.clip(idx, 0, max(0, table_steps.size - 1))].tolist() if table_steps.size else []
 
 
-def step_axes(run: Run, steps: Iterable[int]) -> dict:
+def step_axes(run: Run, steps: Iterable[int], *, table: series_store.SeriesTable | None = None) -> dict:
     """The x-axis alternatives of the charts for `steps` (ascending, unique): `t`, seconds since the
     run's first stored step (StepMetric.created_at), and `tokens`, cumulative completion tokens (None
     when the run reports none). `now_t` is the present on the same clock, so a browser can place a
-    point that arrives over the websocket without a stored time. One query (two fields per row)."""
+    point that arrives over the websocket without a stored time. `table`, when given, is the run's
+    table from its first step on (the overview just read); otherwise the steps up to the last wanted
+    one are read from the run's blocks and rows."""
     wanted = np.unique(np.fromiter((int(s) for s in steps), dtype=np.int64))
     if not wanted.size:  # an empty page (nothing new yet): only the clock, from the first stored row
         first = StepMetric.objects.filter(run=run).order_by("seq").values_list("created_at", flat=True).first()
         return {"step": [], "t": [], "tokens": [],
                 "now_t": None if first is None else (timezone.now() - first).total_seconds()}
-    # Tokens seen at a step need every step before it, so the rows up to the last wanted step are read.
-    rows = (StepMetric.objects.filter(run=run, step__lte=int(wanted[-1])).order_by("seq").annotate(tokens=json_key("metrics", TOKENS_KEY))
-            .values_list("seq", "step", "created_at", "tokens"))
-    table_steps, t, tokens, first = _axes_table(rows.iterator(chunk_size=5000))
+    if table is not None:
+        table_steps, t, tokens, first = _axes_of_table(table)
+    else:
+        # Tokens seen at a step need every step before it: the blocks before the wanted ones say
+        # their sums, so only the wanted steps' blocks are read.
+        block = series_store.block_of(int(wanted[0]))
+        window = series_store.read_table(run.pk, from_step=block * series_store.BLOCK_STEPS, to_step=int(wanted[-1]))
+        table_steps, t, tokens, first = _axes_of_table(
+            window, first=series_store.first_stored_at(run.pk), tokens_before=series_store.tokens_before(run.pk, block))
     wanted = wanted[np.isin(wanted, table_steps)]
     return {
         "step": wanted.tolist(), "t": _pick(table_steps, t, wanted), "tokens": _pick(table_steps, tokens, wanted),
-        "now_t": None if first is None else (timezone.now() - first).total_seconds(),
+        "now_t": None if first is None else timezone.now().timestamp() - first,
     }
+
+
+def _axes_of_table(table: series_store.SeriesTable, *, first: float | None = None,
+                   tokens_before: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float | None]:
+    """Per step of the table: seconds since the run's first stored row (`first`, by default the
+    table's), the completion tokens seen up to and including the step (`tokens_before` the table's
+    first step, plus its own; None when no step reported any), and `first`."""
+    if not table.steps.size:
+        return table.steps, np.zeros(0), None, first
+    first = float(table.created.min()) if first is None else first
+    t = table.created - first
+    tokens = None
+    column = table.column(TOKENS_KEY)
+    reported = column is not None and bool(np.isfinite(column[1]).any())
+    if reported or tokens_before is not None:
+        per_step = np.zeros(table.steps.size)
+        if reported:
+            row = table.keys.index(TOKENS_KEY)
+            per_step = np.where(table.present[row] & np.isfinite(table.values[row]), table.values[row], 0.0)
+        tokens = (tokens_before or 0.0) + np.cumsum(per_step, dtype=float)  # a step without the key adds nothing
+    return table.steps, t, tokens, first
 
 
 def metric_heatmap(run: Run, family: str, *, max_columns: int) -> dict:

@@ -28,6 +28,7 @@ from webapp.runs.models import (
     Task,
 )
 from webapp.runs.retention import storage_recount
+from webapp.runs.series_store import blocks_discard_after
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ def run_discard_steps_after(run: Run, *, attempt: int, step: int) -> None:
     """A resumed attempt restarts after its checkpoint's `step`: what earlier attempts recorded past
     it is superseded, so the charts show every step once."""
     StepMetric.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
+    blocks_discard_after(run.pk, step)
     Rollout.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     Group.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
     CallText.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
