@@ -124,7 +124,8 @@ class Stack:
     its environment (limits, concurrency). `manage_shell()` runs Django code against its database."""
 
     def __init__(self, var_dir: Path, model_cache: Path, *, database_url: str | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, root: Path = ROOT):
+        self.root = Path(root)  # the checkout it serves (another one: a page of before a change)
         self.var_dir = var_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -149,7 +150,7 @@ class Stack:
         # The log is appended to: a var dir used before already holds an earlier start's READY line.
         before = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([PYTHON, "-m", "webapp.stack", "up"], cwd=ROOT, env=self.env, stdout=out,
+            self.process = subprocess.Popen([PYTHON, "-m", "webapp.stack", "up"], cwd=self.root, env=self.env, stdout=out,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             wait_until(lambda: READY in self.log.read_bytes()[before:].decode(errors="replace"), timeout_s,
@@ -164,7 +165,7 @@ class Stack:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def manage_shell(self, code: str, extra_env: dict[str, str] | None = None) -> str:
-        done = subprocess.run([PYTHON, "manage.py", "shell", "-c", code], cwd=ROOT, env={**self.env, **(extra_env or {})},
+        done = subprocess.run([PYTHON, "manage.py", "shell", "-c", code], cwd=self.root, env={**self.env, **(extra_env or {})},
                               capture_output=True, text=True, check=False)
         if done.returncode:
             raise RuntimeError(f"manage.py shell failed:\n{done.stdout}\n{done.stderr}")

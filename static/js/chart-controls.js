@@ -33,8 +33,10 @@
       hidden: legend.hiddenFor(opts.family),
       config: { responsive: true, displaylogo: false },
     };
+    chart.inView = true; // until the browser says otherwise
     page.charts.set(div, chart);
     div.classList.add("managed-chart");
+    if (inViewObserver) inViewObserver.observe(div);
     Plotly.newPlot(div, [], traces.layoutFor(chart), chart.config);
     addExpandButton(chart);
     if (opts.onPin) addPinButton(chart, opts.onPin, !!opts.pinned);
@@ -51,7 +53,10 @@
     return chart;
   }
 
-  function unregister(div) { page.charts.delete(div); }
+  function unregister(div) {
+    if (inViewObserver) inViewObserver.unobserve(div);
+    page.charts.delete(div);
+  }
 
   function chartOf(div) { return page.charts.get(div); }
 
@@ -83,40 +88,93 @@
     toolbar.show();
   }
 
-  // Appends live points: {series name: {key, steps, y}}. Raw and smoothed traces are extended in
-  // place (one extendTraces call); a new series, or a change of the y axis, redraws the chart.
+  // Appends live points: {series name: {key, steps, y}}. The model takes them at once; the chart
+  // draws them at the next flush (at most once every DRAW_EVERY_MS, and only while it is in view:
+  // a chart off-screen or in a folded section draws what it gathered when it comes into view), so a
+  // run storing ten steps a second costs the page one redraw a second of what it shows, and its
+  // buttons answer at once. A flush extends the traces in place (one extendTraces call per chart);
+  // a new series, or a change of the y axis, draws the chart anew.
   function append(div, perSeries) {
     const chart = chartOf(div);
-    const before = chart.series.length;
-    const added = [];
+    if (!chart) return;
+    chart.undrawn = chart.undrawn || new Map(); // series -> index of its first point not drawn yet
     for (const [name, data] of Object.entries(perSeries)) {
       const s = seriesOf(chart, name, data.key, false);
-      const from = s.steps.length;
+      if (!chart.undrawn.has(s)) chart.undrawn.set(s, s.steps.length);
       s.steps.push(...data.steps);
       s.y.push(...data.y);
       if (s.t) s.t.push(...data.steps.map(() => null));
       if (s.tokens) s.tokens.push(...data.steps.map(() => null));
-      added.push([s, from]);
     }
+    div.dataset.points = String(Math.max(0, ...chart.series.map((s) => s.steps.length))); // what the model holds
+    scheduleFlush();
+  }
+
+  // Drawing is the page's heaviest work (Plotly redraws a chart's SVG whole on every extendTraces), so
+  // it is paced by its own cost: one chart per animation frame (no long task holds a click back), and
+  // the next round no sooner than DRAW_EVERY_MS, or three times what this round took, after it ends.
+  // The charts then take at most about a quarter of the page's main thread, whatever the run's speed.
+  const DRAW_EVERY_MS = 1000;
+  const DRAW_SHARE = 0.25;
+  let flushTimer = null;
+  let nextFlushAt = 0;
+
+  function scheduleFlush() {
+    if (flushTimer !== null) return;
+    flushTimer = setTimeout(flush, Math.max(0, nextFlushAt - Date.now()));
+  }
+
+  function flush() {
+    const queue = [...page.charts.values()].filter((c) => c.undrawn && c.undrawn.size && c.inView);
+    let spent = 0;
+    const next = () => {
+      const chart = queue.shift();
+      if (!chart) {
+        flushTimer = null;
+        nextFlushAt = Date.now() + Math.max(DRAW_EVERY_MS, spent * (1 - DRAW_SHARE) / DRAW_SHARE);
+        return;
+      }
+      const started = performance.now();
+      if (chart.undrawn.size && page.charts.has(chart.div)) drawUndrawn(chart);
+      spent += performance.now() - started;
+      requestAnimationFrame(next);
+    };
+    requestAnimationFrame(next);
+  }
+
+  function drawUndrawn(chart) {
+    const pending = chart.undrawn;
+    chart.undrawn = new Map();
     const yState = traces.shapeOf(traces.layoutFor(chart));
-    if (chart.series.length !== before || cv.pickTimeUnit() !== page.timeUnit || yState !== chart.yState) {
-      draw(div);
+    if (chart.series.length !== chart.drawnSeries || cv.pickTimeUnit() !== page.timeUnit || yState !== chart.yState
+        || traces.modesOf(chart) !== chart.drawnModes) {
+      draw(chart.div);
       return;
     }
-    const indices = [], xsOut = [], ysOut = [];
+    const indices = [], xsOut = [], ysOut = [], steps = [];
     const n = chart.series.length;
-    for (const [s, from] of added) {
+    for (const [s, from] of pending) {
       const i = chart.series.indexOf(s);
-      indices.push(i); xsOut.push(xs(s, from)); ysOut.push(s.y.slice(from));
+      indices.push(i); xsOut.push(xs(s, from)); ysOut.push(s.y.slice(from)); steps.push(s.steps.slice(from));
       if (page.view.smoothing > 0) {
         indices.push(n + i); xsOut.push(xs(s, from)); ysOut.push(ema(s.y, page.view.smoothing).slice(from));
+        steps.push(s.steps.slice(from));
       }
     }
-    const steps = added.flatMap(([s, from]) => (page.view.smoothing > 0 ? [s.steps.slice(from), s.steps.slice(from)]
-      : [s.steps.slice(from)]));
-    Plotly.extendTraces(div, { x: xsOut, y: ysOut, customdata: steps }, indices);
+    Plotly.extendTraces(chart.div, { x: xsOut, y: ysOut, customdata: steps }, indices);
     mark(chart);
   }
+
+  // Charts in view, watched by the browser (no layout work of ours on scroll): one scrolled into
+  // view, or shown by opening its section, draws what it gathered meanwhile.
+  const inViewObserver = "IntersectionObserver" in window ? new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      const chart = chartOf(entry.target);
+      if (!chart) continue;
+      chart.inView = entry.isIntersecting;
+      if (chart.inView && chart.undrawn && chart.undrawn.size) drawUndrawn(chart);
+    }
+  }, { rootMargin: "300px 0px" }) : null;
 
   // The steps behind an x range of the chart in the current x mode: [first, last] (or null).
   function stepRange(div, lo, hi) {

@@ -28,11 +28,17 @@
     return s.hover ? { hovertemplate: `${s.hover}<br>%{y:.4~g}<extra></extra>` } : {};
   }
 
+  // Markers up to MARKERS_UP_TO points, a line beyond: SVG draws a marker as an element of its own, and
+  // a chart of a few hundred markers per series costs many times a line's redraw.
+  const MARKERS_UP_TO = 200;
+  function modeOf(s) { return s.long || s.steps.length > MARKERS_UP_TO ? "lines" : "lines+markers"; }
+  function modesOf(chart) { return chart.series.map(modeOf).join(","); }
+
   function rawTrace(chart, s, index) {
     const smooth = page.view.smoothing > 0;
     const color = colorOf(s, index);
     return {
-      type: s.long ? "scattergl" : "scatter", mode: s.long ? "lines" : "lines+markers", name: s.name, meta: s.key,
+      type: "scatter", mode: modeOf(s), name: s.name, meta: s.key,
       x: cv.xs(s), y: s.y.slice(), customdata: s.steps.slice(), legendgroup: s.name, showlegend: !smooth,
       opacity: smooth ? RAW_OPACITY : 1, line: { color }, marker: { size: 4, color }, connectgaps: false,
       hoverinfo: smooth ? "skip" : undefined, visible: visible(chart, s), ...(smooth ? {} : hoverOf(s)),
@@ -42,7 +48,7 @@
   function smoothTrace(chart, s, index) {
     const color = colorOf(s, index);
     return {
-      type: s.long ? "scattergl" : "scatter", mode: "lines", name: s.name, meta: s.key, x: cv.xs(s),
+      type: "scatter", mode: "lines", name: s.name, meta: s.key, x: cv.xs(s),
       y: cv.ema(s.y, page.view.smoothing), customdata: s.steps.slice(), legendgroup: s.name, showlegend: true,
       line: { color, width: 2 }, connectgaps: false, visible: visible(chart, s), ...hoverOf(s),
     };
@@ -57,7 +63,7 @@
   function bandTraces(chart, s, index) {
     const color = colorOf(s, index);
     const edge = (ys) => (page.view.smoothing > 0 ? cv.ema(ys, page.view.smoothing) : ys.slice());
-    const common = { type: s.long ? "scattergl" : "scatter", mode: "lines", name: s.name, legendgroup: s.name,
+    const common = { type: "scatter", mode: "lines", name: s.name, legendgroup: s.name,
                      showlegend: false, hoverinfo: "skip", hoveron: "points", x: cv.xs(s), connectgaps: false,
                      line: { width: 0, color }, visible: visible(chart, s) };
     return [{ ...common, y: edge(s.band.low), cohortBand: "low" },
@@ -69,7 +75,8 @@
   function yAxisFor(chart) {
     const ys = chart.series.flatMap((s) => (s.band ? [...s.y, ...s.band.low, ...s.band.high] : s.y))
       .filter((v) => typeof v === "number" && Number.isFinite(v));
-    const lo = ys.length ? Math.min(...ys) : 0;
+    let lo = ys.length ? Infinity : 0; // a loop: Math.min(...ys) overflows the call stack on a long series
+    for (const v of ys) if (v < lo) lo = v;
     const fallback = page.view.log && ys.length > 0 && lo <= 0;
     const log = page.view.log && !fallback;
     const axis = { type: log ? "log" : "linear", exponentformat: "e", minexponent: 4, tickformat: "~g",
@@ -146,8 +153,13 @@
     const smooth = page.view.smoothing > 0 ? chart.series.map((s, i) => smoothTrace(chart, s, i)) : [];
     const bands = chart.series.flatMap((s, i) => (s.band ? bandTraces(chart, s, i) : []));
     const layout = layoutFor(chart);
-    Plotly.react(chart.div, [...raw, ...smooth, ...bands], layout, chart.config);
+    // Before Plotly.react, which fills the layout's autoranged axes in: taken after, the shape never
+    // matched the next one and every live point redrew its chart whole instead of extending it.
     chart.yState = shapeOf(layout);
+    Plotly.react(chart.div, [...raw, ...smooth, ...bands], layout, chart.config);
+    chart.drawnSeries = chart.series.length;
+    chart.drawnModes = modesOf(chart);
+    if (chart.undrawn) chart.undrawn.clear(); // drawn whole: nothing is left to extend
     mark(chart);
   }
 
@@ -170,5 +182,5 @@
     }
   }
 
-  window.cohortChartTraces = { COMPACT_HEIGHT, layoutFor, shapeOf, render, renderAll, mark, allZero, isCompact };
+  window.cohortChartTraces = { COMPACT_HEIGHT, layoutFor, shapeOf, modesOf, render, renderAll, mark, allZero, isCompact };
 })();

@@ -113,4 +113,50 @@
     sweepButton.click();
   });
   form.dataset.sweepReady = "true"; // for tests: the toggles are wired
+
+  // --- a refused form's summary (templates/runs/_error_summary.html) ---------------------------
+  // Each entry links to the input to fix: following it opens the input's folded group and shows it
+  // if the choices hid it. On load the first refused input takes the focus, so a form refused 1,000 px
+  // down opens on what to fix; the summary at the top (role="alert") is read out and lists the rest.
+  function reveal(input) {
+    for (let node = input.parentElement; node && node !== form; node = node.parentElement) {
+      if (node.tagName === "DETAILS") node.open = true;
+      if (node.hidden && (node.tagName === "DETAILS" || node.classList.contains("field"))) node.hidden = false;
+    }
+  }
+
+  function focusRefused(id) {
+    const input = document.getElementById(id);
+    if (!input) return false;
+    reveal(input);
+    const wrapper = input.closest(".field");
+    // An input the page keeps out of view (the rewards JSON behind its editor): the field's first control.
+    const target = input.getClientRects().length ? input
+      : wrapper?.querySelector("input:not([type=hidden]):not(:disabled), select, textarea, button") || input;
+    target.focus({ preventScroll: true });
+    (wrapper || target).scrollIntoView({ block: "center" });
+    return document.activeElement === target;
+  }
+
+  const summary = document.getElementById("error-summary");
+  if (summary) {
+    summary.addEventListener("click", (event) => {
+      const link = event.target.closest("a[data-target]");
+      if (link && focusRefused(link.dataset.target)) event.preventDefault(); // else the anchor jumps
+    });
+    // "Launch anyway" with another action's button (e.g. Sweep) confirms through the checkbox.
+    const anyway = document.getElementById("launch-anyway");
+    anyway?.addEventListener("click", () => {
+      const box = anyway.dataset.confirms && document.getElementById(anyway.dataset.confirms);
+      if (box) box.checked = true;
+    });
+    // After the other deferred scripts (the reward editor shows its JSON when it is what was refused).
+    const focusFirst = () => {
+      const first = summary.querySelector("a[data-target]");
+      if (!first || !focusRefused(first.dataset.target)) summary.focus();
+      form.dataset.summaryReady = "true"; // for tests: the first refused input has the focus
+    };
+    if (document.readyState === "complete") focusFirst();
+    else window.addEventListener("DOMContentLoaded", focusFirst, { once: true });
+  }
 })();

@@ -7,7 +7,10 @@
 (function () {
   "use strict";
 
-  const GL_ABOVE = 1000; // series longer than this are drawn with WebGL (scattergl)
+  // Series longer than this are drawn as lines without markers. Every chart is SVG: a page of 30
+  // WebGL charts lost its oldest (the Reward chart) once the browser's ~16 contexts were used, and
+  // the server sends at most MAX_POINTS points a series, which SVG draws well.
+  const LINES_ABOVE = 1000;
   const cc = window.cohortCharts;
   const sections = window.cohortSections; // run-sections.js: where each chart sits, folding, pins, heatmaps
   const status = window.cohortRunStatus;
@@ -57,6 +60,7 @@
     axes: new Map(), // step -> {t: seconds since the first stored step, tokens: completion tokens seen}
     clock: null, // {t, at}: the server's seconds-since-first-step at a local time, for live points
     hasTokens: false,
+    newestAxes: null, // [step, row] of the newest step in `axes`
   };
   let live = null; // the page's run-data (metrics_url, step_url), from configure()
   let maxPoints = 2000; // points per trace the server sends at most
@@ -132,23 +136,34 @@
   function absorbAxes(axes) {
     if (!axes) return;
     axes.step.forEach((step, i) => {
-      state.axes.set(step, { t: axes.t[i], tokens: axes.tokens ? axes.tokens[i] : null });
+      setAxes(step, { t: axes.t[i], tokens: axes.tokens ? axes.tokens[i] : null });
     });
     if (axes.now_t !== null && axes.now_t !== undefined) state.clock = { t: axes.now_t, at: Date.now() };
     if (axes.tokens && axes.tokens.some((v) => v !== null)) state.hasTokens = true;
   }
 
   // A live point: its time is now on the server's clock (it was stored a moment ago), its tokens
-  // seen those of the newest known step plus its own completion tokens.
+  // seen those of the newest known step plus its own completion tokens. The newest known step is
+  // kept beside the table, so a point costs no walk over every step the page holds.
   function estimateAxes(point) {
     if (state.axes.has(point.step)) return;
-    let newest = null;
-    for (const [step, row] of state.axes) if (step < point.step && (!newest || step > newest[0])) newest = [step, row];
+    const newest = state.newestAxes && state.newestAxes[0] < point.step ? state.newestAxes : newestBefore(point.step);
     const own = point.metrics.completion_tokens;
     const tokens = typeof own === "number" ? (newest && newest[1].tokens !== null ? newest[1].tokens : 0) + own : null;
     const t = state.clock ? state.clock.t + (Date.now() - state.clock.at) / 1000 : null;
-    state.axes.set(point.step, { t, tokens });
+    setAxes(point.step, { t, tokens });
     if (tokens !== null) state.hasTokens = true;
+  }
+
+  function newestBefore(step) {
+    let newest = null;
+    for (const [s, row] of state.axes) if (s < step && (!newest || s > newest[0])) newest = [s, row];
+    return newest;
+  }
+
+  function setAxes(step, row) {
+    state.axes.set(step, row);
+    if (!state.newestAxes || step >= state.newestAxes[0]) state.newestAxes = [step, row];
   }
 
   // Draws a metrics.json series page: new traces are added, known ones replaced.
@@ -163,8 +178,7 @@
       const chart = chartFor(family);
       for (const [key, series, p] of entries) {
         chart.keys.set(series, key);
-        // WebGL for long series: SVG slows down past a few thousand points.
-        cc.setSeries(chart.div, series, { key, steps: p.x, y: p.y, long: p.total > GL_ABOVE });
+        cc.setSeries(chart.div, series, { key, steps: p.x, y: p.y, long: p.total > LINES_ABOVE });
       }
       cc.draw(chart.div);
       chart.downsampled = entries.some(([, , p]) => p.downsampled) ||
@@ -204,7 +218,8 @@
     }
   }
 
-  // Adds the points (oldest first) to their traces: one extendTraces call per chart.
+  // Adds the points (oldest first) to their charts' models; chart-controls.js draws them (at most once
+  // a second, charts in view only). True when a trace has grown past twice the server's thinning.
   function plot(points) {
     const byChart = new Map();
     for (const point of points) {
@@ -218,12 +233,14 @@
         perSeries[series].y.push(value); // null (NaN at the source) draws a gap
       }
     }
+    let outgrown = false;
     for (const [family, perSeries] of byChart) {
       const chart = chartFor(family);
       for (const [series, data] of Object.entries(perSeries)) chart.keys.set(series, data.key);
       cc.append(chart.div, perSeries);
-      markPoints(chart);
+      if (!chart.zoomed && Number(chart.div.dataset.points) > 2 * maxPoints) outgrown = true;
     }
+    return outgrown; // a trace twice the server's thinning: the caller loads the overview again
   }
 
   // Every chart removed and the step table emptied (a resumed run's steps are drawn anew).
@@ -231,6 +248,7 @@
     for (const chart of state.charts.values()) { cc.unregister(chart.div); Plotly.purge(chart.div); chart.div.remove(); }
     state.charts.clear();
     state.axes.clear();
+    state.newestAxes = null;
     sections.show();
   }
 

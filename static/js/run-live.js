@@ -42,8 +42,19 @@
   window.cohortRun = state; // read by the browser tests and handy in the console
 
   function showState(runState, currentStep) {
+    const was = state.runState;
     state.runState = runState;
     status.showState(runState, currentStep);
+    if (was !== runState) sayLive();
+  }
+
+  // "Live." only while the run can still change and the socket is open; a finished run (on its page
+  // or a share page) says nothing of the kind.
+  function sayLive() {
+    const open = state.socket && state.socket.readyState === WebSocket.OPEN;
+    const shown = document.getElementById("live-status")?.textContent || "";
+    if (open && ACTIVE.has(state.runState)) say("Live.");
+    else if (shown === "Live.") say("");
   }
 
   function reset() {
@@ -52,31 +63,62 @@
     state.heatmapAt = 0;
   }
 
+  // Points arrive one notice at a time, up to tens a second; they are taken at once (lastSeq, so a
+  // gap is seen) and handed to the charts and the summary together, at most once every
+  // TAKE_EVERY_MS: a fast run costs the page one update a second, not one per step.
+  const TAKE_EVERY_MS = 1000;
+  const waiting = [];
+  let takeTimer = null;
+  let lastTakeAt = 0;
+
   function accept(points) {
     if (!points.length) return;
+    state.lastSeq = Math.max(state.lastSeq, points[points.length - 1].seq);
+    waiting.push(...points);
+    if (takeTimer !== null) return;
+    takeTimer = setTimeout(take, Math.max(0, lastTakeAt + TAKE_EVERY_MS - Date.now()));
+  }
+
+  function take() {
+    takeTimer = null;
+    lastTakeAt = Date.now();
+    const points = waiting.splice(0);
+    if (!points.length) return;
     // A resumed run re-does the steps after its checkpoint; those rows were replaced: redraw all.
-    if (points.some((p) => p.attempt > state.attempt)) {
-      state.attempt = Math.max(...points.map((p) => p.attempt));
+    let attempt = state.attempt;
+    for (const p of points) attempt = Math.max(attempt, p.attempt);
+    if (attempt > state.attempt) {
+      state.attempt = attempt;
       reset();
       loadOverview().then(refetch);
       return;
     }
-    charts.plot(points);
-    state.lastSeq = points[points.length - 1].seq;
-    const step = points[points.length - 1].step;
-    status.showStep(step);
-    status.showBest(Math.max(...points.map((p) => p.metrics["reward/mean"] ?? -Infinity)));
+    const outgrown = charts.plot(points);
+    status.showStep(points[points.length - 1].step);
+    let best = -Infinity;
+    for (const p of points) best = Math.max(best, p.metrics["reward/mean"] ?? -Infinity);
+    status.showBest(best);
+    if (outgrown) rethin();
     if (Date.now() - state.heatmapAt > HEATMAP_EVERY_MS) loadHeatmaps();
   }
 
+  // Live points only add to a trace; once one holds twice what the server sends, the overview is
+  // loaded again (thinned on the server, spikes kept), so a chart stays about MAX_POINTS long
+  // through a run of any length.
+  let rethinning = null;
+  function rethin() {
+    if (rethinning) return;
+    rethinning = loadOverview({ always: true }).finally(() => { rethinning = null; });
+  }
+
   // The first load: every series, downsampled on the server when longer than MAX_POINTS.
-  async function loadOverview() {
+  async function loadOverview({ always = false } = {}) {
     try {
       const response = await fetch(`${live.metrics_url}?max_points=${MAX_POINTS}`, { credentials: "same-origin" });
       if (!response.ok) { say(`Could not load metrics (HTTP ${response.status}); retrying.`); return; }
       const page = await response.json();
       charts.absorbAxes(page.axes);
-      if (page.last_seq > state.lastSeq) {
+      if (page.last_seq > state.lastSeq || (always && page.last_seq >= state.lastSeq)) {
         state.attempt = Math.max(state.attempt, page.attempt);
         charts.drawSeries(page.series);
         state.lastSeq = page.last_seq;
@@ -142,7 +184,7 @@
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + live.socket_path);
     state.socket = socket;
-    socket.onopen = () => { state.retryMs = 1000; say("Live."); refetch(); };
+    socket.onopen = () => { state.retryMs = 1000; sayLive(); refetch(); };
     socket.onmessage = (event) => onNotice(JSON.parse(event.data));
     socket.onclose = (event) => {
       if (state.socket !== socket) return;

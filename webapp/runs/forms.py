@@ -22,7 +22,8 @@ from webapp.datasets.kinds import program_dataset_kind
 from webapp.projects.models import Project, Role
 from webapp.projects.selectors import launchable_projects, projects_for_user, role_of
 from webapp.runs.catalog import unavailable_program_names
-from webapp.runs.launch_limits import limits_check_launch
+from webapp.runs.error_summary import SummaryEntry, error_summary, mark_invalid, over_limits_fingerprint
+from webapp.runs.launch_limits import limits_check_launch, limits_over_for_staff
 from webapp.runs.launch_widgets import program_option_attrs, reward_registry, shown_when
 from webapp.runs.model_offer import model_offer
 from webapp.runs.models import Program, Task
@@ -193,10 +194,18 @@ class RunLaunchForm(forms.Form):
     tags = TagsField()
     notes = forms.CharField(required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 2}),
                             help_text="Optional: what this run tries (editable later).")
+    # The staff's "Launch anyway" over the launch limits: the fingerprint of what they confirmed
+    # (webapp/runs/error_summary.py); written by the template's confirmation, never a form row (any other
+    # value is no confirmation).
+    confirm_over_limits = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, user=None, **kwargs):
+    def __init__(self, *args, user=None, ask_over_limits: bool = False, **kwargs):
+        """`ask_over_limits`: a staff user over the launch limits a non-staff user is refused must confirm
+        (the launch page asks; the API, `launch_run` and a sweep's or experiment's runs do not)."""
         super().__init__(*args, **kwargs)
         self.user = user  # whose launch limits apply (webapp.limits); None: no limit check
+        self.ask_over_limits = ask_over_limits and user is not None
+        self.over_limits: list = []  # the LimitErrors awaiting the staff's confirmation (clean)
         if user is not None:
             # Posted: every project the user reads, so a viewer's choice is answered 403 with the reason (not
             # "not one of the choices"). Shown: only those they may launch into.
@@ -239,8 +248,30 @@ class RunLaunchForm(forms.Form):
             bound.shown_when = shown_when(f.name)  # the wrapper's data-shown-when (launch-form.js)
             groups.setdefault(f.metadata.get("group", "model"), []).append(bound)
         order = list(GROUP_TITLES)
+        if self.is_bound:
+            mark_invalid(self)
         return [(g, GROUP_TITLES.get(g, g), fields, g in OPEN_GROUPS or any(f.errors for f in fields))
                 for g, fields in sorted(groups.items(), key=lambda i: order.index(i[0]))]
+
+    def error_summary(self) -> list[SummaryEntry]:
+        """Every refused field in page order, for the summary at the top of the form (the form's own
+        errors first), then the Sweep button's settings (webapp/sweeps rides them on `sweep_settings`)."""
+        fields = [bound for _, _, bounds, _ in self.grouped_fields() for bound in bounds]
+        if self.over_limits:  # the limits' own words: the field's error adds how to confirm, said above
+            refused = {e.field: e.message for e in self.over_limits}
+            return [SummaryEntry(bound.name, [refused[bound.name]], bound.id_for_label) for bound in fields
+                    if bound.name in refused]
+        entries = error_summary(self, [*fields, self["confirm_over_limits"]])  # it too may be refused (a NUL)
+        settings = getattr(self, "sweep_settings", None)
+        if settings is not None and settings.is_bound:
+            entries += error_summary(settings, [settings[name] for name in settings.fields],
+                                     label=lambda bound: f"sweep {bound.label}", whole="Sweep settings")
+        return entries
+
+    @property
+    def over_limits_confirmation(self) -> str:
+        """The value of the "Launch anyway" confirmation of `over_limits`."""
+        return over_limits_fingerprint(self.over_limits)
 
     def clean_project(self):
         """The project to launch into (empty: the user's personal project). A viewer may not launch: the
@@ -283,8 +314,24 @@ class RunLaunchForm(forms.Form):
                 self.add_error(error.field, error.message)
             if self.errors:
                 return cleaned
+        if self.ask_over_limits:
+            self._ask_over_limits(config)
+            if self.errors:
+                return cleaned
         cleaned["config"] = config
         return cleaned
+
+    def _ask_over_limits(self, config: RunConfig) -> None:
+        """A staff launch over the per-run limits is refused until its "Launch anyway" confirms exactly
+        these limits (a confirmation of other values asks again)."""
+        over = limits_over_for_staff(self.user, config)
+        if not over or self.cleaned_data.get("confirm_over_limits") == over_limits_fingerprint(over):
+            return
+        self.over_limits = over
+        for error in over:
+            self.add_error(error.field, forms.ValidationError(
+                f"{error.message} A user who is not staff would be refused: confirm at the top of the form to "
+                "launch anyway, or lower it.", code="over_limit"))
 
     def _check_program_fits_task(self, task: Task, program: Program) -> None:
         if task.dataset_id is None:

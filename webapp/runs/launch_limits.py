@@ -37,6 +37,16 @@ def limits_check_launch(user, config: RunConfig) -> list[LimitError]:
     return errors
 
 
+def limits_over_for_staff(user, config: RunConfig) -> list[LimitError]:
+    """The per-run limits (tokens, context length) that `config` is over for a staff user, whom no limit
+    stops: what the launch page asks them to confirm, since `steps = 1000000000` is more often a typo
+    than a plan. Empty for a non-staff user (limits_check_launch refuses them). The run counts are left
+    out: they share the workers between users, and staff, who run the queue, are not nagged over them."""
+    if not user.is_staff:
+        return []
+    return per_run_errors(limits_for_user(user), config)
+
+
 def limits_check_external(user) -> list[LimitError]:
     """What stops `user` from starting one more run trained elsewhere (webapp/runs/external.py): only
     the active-run count applies, and runs trained elsewhere count in it as Cohort's do. Such a run

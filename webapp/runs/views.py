@@ -6,8 +6,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from webapp.fast_json import numbers_response
 from webapp.projects.selectors import launchable_projects, personal_project
-from webapp.runs import divergence, groups, inspect, present, series, token_present
+from webapp.runs import divergence, groups, inspect, present, series, series_store, token_present
 from webapp.runs.access import (
     anonymized,
     link_readable,
@@ -45,7 +46,8 @@ def _bad(request, message: str, *, json_response: bool = False):
 def run_new(request):
     """The launch form; nothing is queued unless RunConfig accepts every value."""
     if request.method == "POST":
-        form = RunLaunchForm(request.POST, user=request.user)
+        # A staff launch over the launch limits comes back asking "Launch anyway" (RunLaunchForm).
+        form = RunLaunchForm(request.POST, user=request.user, ask_over_limits=True)
         action = launch_action_chosen(request.POST) if form.is_valid() else None
         if action is not None:  # another button of the form, e.g. "Launch experiment" (webapp/experiments)
             return action.launch(request, form) or _render_launch(request, form, status=400)
@@ -93,10 +95,13 @@ def _render_launch(request, form, *, status: int = 200, preset: str | None = Non
     task = form["task"].value() if form is not None else None
     task_pk = str(getattr(task, "pk", task) or "")
     task_obj = Task.objects.select_related("program").filter(pk=int(task_pk)).first() if task_pk.isdigit() else None
+    actions = launch_actions_offered(task_obj)
     return render(request, "runs/new.html", {
         "form": form, "presets": preset_choices(), "preset": preset, "task_id": task, "suggested_model": model,
         "model_suggestions": model_suggestion_choices(task_obj) if task_obj else [],
-        "launch_actions": launch_actions_offered(task_obj),
+        "launch_actions": actions,
+        # The button a refused form was sent with: its "Launch anyway" presses it again (_error_summary.html).
+        "launch_action_pressed": next((button for button in actions if request.POST.get(button)), None),
     }, status=status)
 
 
@@ -185,7 +190,7 @@ def run_metrics(request, run_id: int):
     except ValueError:
         return JsonResponse({"error": f"'after' must be a non-negative integer, not {raw_after!r}."}, status=400)
     points = step_metrics_after(run, after_seq=after, limit=METRICS_PAGE_LIMIT)
-    return JsonResponse(
+    return numbers_response(
         {
             "run": run.pk,
             "state": run.state,
@@ -210,16 +215,18 @@ def _metric_series(request, run):
         keys = series_keys(request, max_series=MAX_SERIES)
     except BadParam as exc:
         return _bad(request, str(exc), json_response=True)
-    found, last_seq = series.metric_series(run, keys=keys, from_step=from_step, to_step=to_step)
+    table = series_store.read_table(run.pk, from_step=from_step, to_step=to_step)
+    found, last_seq = series.table_series(table, keys)
     payloads = {key: series.series_payload(s, max_points) for key, s in found.items()}
-    return JsonResponse({
+    return numbers_response({
         "run": run.pk, "state": run.state, "current_step": run.current_step, "attempt": run.attempt,
         "best_reward": run.best_reward,
         "last_seq": last_seq, "complete": True, "points": [],
         "from_step": from_step, "to_step": to_step, "max_points": max_points,
         "series": payloads,
         # One step -> (wall time, tokens seen) table for every step drawn, shared by all series.
-        "axes": series.step_axes(run, {x for p in payloads.values() for x in p["x"]}),
+        "axes": series.step_axes(run, {x for p in payloads.values() for x in p["x"]},
+                                 table=table if from_step is None else None),
     })
 
 
@@ -236,7 +243,7 @@ def run_heatmap(request, run_id: int):
         columns = _int_param(request, "max_columns", default=HEATMAP_COLUMNS_DEFAULT, low=2, high=5000)
     except BadParam as exc:
         return _bad(request, str(exc), json_response=True)
-    return JsonResponse(series.metric_heatmap(run, family, max_columns=columns))
+    return numbers_response(series.metric_heatmap(run, family, max_columns=columns))
 
 
 @require_GET
