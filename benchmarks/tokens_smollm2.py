@@ -61,7 +61,7 @@ def pick_fork(forks: list[dict]) -> dict:
     (the highest-entropy forks of a small model are often a rare token sampled from a flat tail)."""
     last = max(f["step"] for f in forks)
     weighed = [f for f in forks if f["step"] == last and f["chosen"].strip().isalpha()
-               and f["chosen"] in [piece for piece, _ in f["alternatives"][:3]]]
+               and f["chosen"] in [a[0] for a in f["alternatives"][:3]]]
     return max(weighed or forks, key=lambda f: f["entropy"])
 
 
@@ -85,6 +85,7 @@ def screenshot(stack: Stack, run_id: int, attempt: int, fork: dict) -> None:
         page.wait_for_selector("#token-tip:visible")
         page.screenshot(path=str(SCREENSHOTS / "tokens-inspector-smollm2.png"), full_page=True)
         page.goto(f"{stack.url}/runs/{run_id}/steps/{fork['step']}/")
+        page.click("#forks-section > summary")  # the table is folded below the groups
         page.wait_for_selector("#token-forks")
         page.locator("#forks-section").screenshot(path=str(SCREENSHOTS / "tokens-forks-smollm2.png"))
         browser.close()

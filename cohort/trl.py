@@ -40,7 +40,11 @@ Per token (issue 45), what TRL 1.16 has and what the callback can reach of it:
   generation, nor the reference or old-policy passes under no_grad), and sends them as `entropies`. A
   model whose output has no `entropy` (another TRL version) sends none. With `steps_per_generation`
   greater than `gradient_accumulation_steps`, the batch is sent at the step that first trained on
-  part of it, with the entropies of that part only.
+  part of it, with the entropies of that part only. That pass runs in train mode: with dropout (PEFT's
+  `lora_dropout`, 0.05 in TRL's examples) its entropies carry the dropout's noise, which the sampler
+  never saw. The callback records the pass and its dropout in the run's config, `token_details_pass`
+  (`token_pass`), and the trajectory inspector says so beside those numbers (Cohort's own runs take
+  theirs from a pass without dropout).
 - the trainer's own per-token log-probs in that pass (`outputs.log_probs`) are not sent: the SDK's
   `logprobs` are the sampling policy's, and the two are kept apart (their difference is the mismatch
   Cohort shows); top-k alternatives TRL never computes.
@@ -108,6 +112,29 @@ def _prompt(value: Any) -> Any:
 def _number(value: Any) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def token_pass(model: Any) -> dict[str, Any]:
+    """Where the callback's per-token numbers come from, for the run's config (`token_details_pass`):
+    the entropies from TRL's loss pass, in train mode, with the largest dropout probability that pass
+    applies: the model's dropout modules (PEFT's `lora_dropout`) and the dropouts its config sets
+    (Llama's and Qwen's `attention_dropout`); 0.0 where there are none (or no torch model).
+
+        >>> import torch
+        >>> token_pass(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.05)))
+        {'entropies': 'loss pass, train mode', 'train_mode_dropout': 0.05}
+    """
+    rates = []
+    if callable(getattr(model, "modules", None)):
+        from torch.nn.modules.dropout import _DropoutNd  # TRL's torch: loaded by now
+
+        rates = [float(m.p) for m in model.modules() if isinstance(m, _DropoutNd)]
+    get_base = getattr(model, "get_base_model", None)
+    config = getattr(get_base() if callable(get_base) else model, "config", None)
+    settings = config.to_dict() if callable(getattr(config, "to_dict", None)) else {}
+    rates += [float(v) for k, v in settings.items()
+              if ("dropout" in k or "pdrop" in k) and isinstance(v, int | float) and not isinstance(v, bool)]
+    return {"entropies": "loss pass, train mode", "train_mode_dropout": max(rates, default=0.0)}
 
 
 def trl_rollouts(prompts: list[Any], completions: list[Any], rewards: Mapping[str, list[Any]],
@@ -211,6 +238,8 @@ class CohortCallback(TrainerCallback):
         if trainer is not None:
             model = getattr(getattr(trainer, "model", None), "name_or_path", None)
             config.update({"model": model, "reward_funcs": list(getattr(trainer, "reward_func_names", []))})
+            if self.token_details:
+                config["token_details_pass"] = token_pass(getattr(trainer, "model", None))
         return config
 
     def _new_rollouts(self) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 // The trajectory inspector token by token (issue 45). The page embeds the tokens of every call that
 // stored per-token details ("token-data", webapp/runs/token_present.py): per token [piece, entropy,
-// log-prob, |sampler - trainer|, share of the advantage, sampler log-prob, trainer log-prob], and the
-// alternatives kept at its forks. "Colour tokens by" (remembered in ?colour=) draws each such completion
+// log-prob, |sampler - trainer|, share of the advantage, sampler log-prob, trainer log-prob], the
+// alternatives kept at its forks as [piece, probability, whether it is the sampled one] (the server
+// tells by token id), and its byte tokens: a token that is part of a multi-byte character comes as its
+// bytes, ⟨E2 80⟩, never as the replacement character. "Colour tokens by" (remembered in ?colour=) draws each such completion
 // as one span per token on a colour scale explained by the legend; "none" keeps the server's word-diff
 // view. Hovering a token shows its numbers and, at a fork, the alternatives; a click pins that tooltip.
 // A link with ?rollout=&call=&token= opens the page at that token: highlighted, scrolled to, tooltip pinned.
@@ -130,12 +132,14 @@
       view.className = "completion token-view";
       view.dataset.cell = key;
       const diverge = data.diverge[key];
+      const byteTokens = new Set(cell.bytes || []);
       cell.tokens.forEach((row, i) => {
         const span = document.createElement("span");
         span.className = "tok";
         span.dataset.i = String(i);
         span.textContent = row[PIECE];
         if (SPECIAL.test(row[PIECE])) span.classList.add("tok-special");
+        if (byteTokens.has(i)) span.classList.add("tok-bytes");
         if (cell.forks[i] !== undefined) {
           span.classList.add("fork");
           span.tabIndex = 0; // a keyboard reaches the alternatives too
@@ -229,9 +233,9 @@
         const alts = document.createElement("table");
         alts.className = "tip-alts";
         let chosenListed = false;
-        for (const [altPiece, prob] of alternatives) {
+        for (const [altPiece, prob, sampled] of alternatives) {
           const tr = alts.insertRow();
-          const chosen = altPiece === row[PIECE];
+          const chosen = sampled === true;
           chosenListed = chosenListed || chosen;
           if (chosen) tr.className = "chosen";
           const code = document.createElement("code");

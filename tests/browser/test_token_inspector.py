@@ -5,9 +5,10 @@ a fork's alternatives in its tooltip, and the step page's forks table sorted and
 import pytest
 
 from tests.browser.session import PASSWORD, log_in
-from tests.webapp.runs.seeding import hover_step_event, ingest, make_run, with_token_details
+from tests.webapp.runs.seeding import hover_step_event, ingest, make_run, with_byte_fork, with_token_details
 from webapp.runs.inspect import trajectory_grid
 from webapp.runs.models import Run
+from webapp.runs.token_pieces import is_sampled, piece_label
 from webapp.runs.token_present import cell_key
 from webapp.runs.token_reads import step_forks
 
@@ -46,9 +47,13 @@ def test_tokens_coloured_forks_explained_and_linked(page, screenshot, asgi_serve
     owner = make_user("alice", password=PASSWORD)
     run = make_run(owner, state=Run.State.SUCCEEDED, name="tokens",
                    config={"strategy": "grpo", "padding": "fill", "token_details": "all"})
-    ingest(run, [with_token_details(hover_step_event(s, examples=2, rollouts=4, seed=1,
-                                                     extra={k: v + s / 10 for k, v in TOKEN_METRICS.items()}), seed=s)
-                 for s in (1, STEP)])
+    events = [with_token_details(hover_step_event(s, examples=2, rollouts=4, seed=1,
+                                                  extra={k: v + s / 10 for k, v in TOKEN_METRICS.items()}), seed=s)
+              for s in (1, STEP)]
+    shared = [t for t in events[1]["rollouts"] if t["example_id"] == "claim-1"]
+    for t in shared[1:]:  # claim-1's rollouts share a call (with forks), as MHGPO's forks share the calls before theirs
+        t["calls"][1].update({k: shared[0]["calls"][1][k] for k in ("completion", "tokens", "module")})
+    ingest(run, [events[0], with_byte_fork(events[1], entropy=3.5)])
     grid = trajectory_grid(run, STEP, "claim-0")
     tokens = {cell_key(row.rollout.index, cell.call.position): cell.call.tokens
               for row in grid.rows for cell in row.cells if cell.call is not None}
@@ -98,26 +103,48 @@ def test_tokens_coloured_forks_explained_and_linked(page, screenshot, asgi_serve
     assert "Alternatives at this fork" in tip and f"entropy\t{fork_token.entropy[index]:.3f} nats" in tip
     alternatives = page.eval_on_selector_all("#token-tip .tip-alts tr",
                                              "rows => rows.map(r => [...r.cells].map(c => c.textContent.trim()))")
-    assert alternatives == [[shown(piece), f"{prob:.2f}", "✓ chosen" if piece == fork_token.pieces[index] else ""]
-                            for piece, prob in fork_token.topk[index]]
+    assert alternatives == [[shown(piece_label(a.piece, a.hex)), f"{a.prob:.2f}", "✓ chosen" if is_sampled(a, fork_token, index) else ""]
+                            for a in fork_token.topk[index]]
     assert in_viewport(page, "#token-tip")  # not clipped by the window
     screenshot("token-inspector-entropy")
 
-    # The step's forks: highest entropy first; sorted by probability, then by entropy again.
+    # A byte token's fork: its bytes, never U+FFFD, in the token view and among the alternatives.
+    byte_key, byte_index = cell_key(0, 0), max(tokens[cell_key(0, 0)].byte_pieces)
+    byte_span = token_selector(byte_key, byte_index)
+    assert page.text_content(byte_span) == "⟨98\u00a080⟩" and "tok-bytes" in page.get_attribute(byte_span, "class")
+    page.hover(byte_span)
+    page.wait_for_selector(f"#token-tip[data-cell='{byte_key}'][data-token='{byte_index}']:visible")
+    byte_alternatives = page.eval_on_selector_all("#token-tip .tip-alts tr",
+                                                  "rows => rows.map(r => [...r.cells].map(c => c.textContent.trim()))")
+    assert byte_alternatives == [["⟨98\u00a080⟩", "0.50", "✓ chosen"], ["⟨98\u00a081⟩", "0.45", ""], ["·ok", "0.05", ""]]
+    assert "\ufffd" not in page.inner_text("#traj-grid") + page.inner_text("#token-tip")
+
+    # The step's forks: below the groups, folded, its row count in the summary; one row per distinct
+    # context (claim-1's shared call once, with its count); highest entropy first; sorted by probability,
+    # then by entropy again.
     page.goto(f"{asgi_server}/runs/{run.pk}/steps/{STEP}/")
-    page.wait_for_selector("#token-forks")
+    page.wait_for_selector("#forks-section")
+    assert page.is_hidden("#token-forks")
+    screenshot("token-step-folded")
+    copies = sum(len(f.copies) for f in forks)
+    assert page.inner_text("#forks-count") == f"{len(forks)} rows for {copies} positions" and copies > len(forks)
+    page.click("#forks-section > summary")
+    page.wait_for_selector("#token-forks", state="visible")
     rows = page.locator("#token-forks tbody tr")
     assert rows.count() == len(forks)
     column = "(i) => [...document.querySelectorAll('#token-forks tbody tr')].map(r => r.cells[i].dataset.value)"
-    assert [float(v) for v in page.evaluate(column, 4)] == [pytest.approx(f.entropy) for f in forks]
+    assert [int(v) for v in page.evaluate(column, 2)] == [len(f.copies) for f in forks]
+    assert [float(v) for v in page.evaluate(column, 5)] == [pytest.approx(f.entropy) for f in forks]
+    assert page.inner_text("#token-forks tbody tr:first-child td.context strong.chosen") == "⟨98\u00a080⟩"
+    assert page.locator("#token-forks tbody tr:first-child .chosen-alt").count() == 1
     page.click("#token-forks th[data-key='prob'] button")
     page.wait_for_selector("#token-forks[data-sorted='prob-descending']")
-    probs = [float(v) for v in page.evaluate(column, 5)]
+    probs = [float(v) for v in page.evaluate(column, 6)]
     assert probs == sorted(probs, reverse=True)
     page.click("#token-forks th[data-key='entropy'] button")
     page.wait_for_selector("#token-forks[data-sorted='entropy-descending']")
     assert page.get_attribute("#token-forks th[data-key='entropy']", "aria-sort") == "descending"
-    entropy_order = [float(v) for v in page.evaluate(column, 4)]
+    entropy_order = [float(v) for v in page.evaluate(column, 5)]
     assert entropy_order == sorted(entropy_order, reverse=True)
     screenshot("token-forks-table")
 
@@ -131,10 +158,10 @@ def test_tokens_coloured_forks_explained_and_linked(page, screenshot, asgi_serve
     assert page.input_value("#token-colour") == "entropy"
     focused = token_selector(focus_key, top.token)
     assert "focus" in page.get_attribute(focused, "class").split()
-    assert page.text_content(focused) == top.chosen
+    assert page.text_content(focused) == piece_label(top.chosen, top.chosen_hex)
     assert in_viewport(page, focused)
     page.wait_for_selector(f"#token-tip.pinned[data-cell='{focus_key}'][data-token='{top.token}']:visible")
     tip_alternatives = page.eval_on_selector_all("#token-tip .tip-alts tr code", "els => els.map(e => e.textContent)")
-    assert tip_alternatives == [shown(piece) for piece, _ in top.alternatives]
+    assert tip_alternatives == [shown(piece_label(a.piece, a.hex)) for a in top.alternatives]
     assert in_viewport(page, "#token-tip")
     screenshot("token-inspector-focus")

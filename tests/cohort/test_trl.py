@@ -116,6 +116,8 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
     assert (run.origin, run.state, run.task.name, run.owner) == ("trl", Run.State.SUCCEEDED, "toy_format", owner)
     assert run.project == lab
     assert run.config["num_generations"] == NUM_GENERATIONS and run.config["reward_funcs"] == ["regex_match", "exact_match"]
+    # The entropies come from TRL's loss pass, where the example's LoRA dropout is on: the run says so.
+    assert run.config["token_details_pass"] == {"entropies": "loss pass, train mode", "train_mode_dropout": 0.05}
 
     # Every step once, through the outage, with TRL's numbers under TRL's names and Cohort's.
     stored = list(StepMetric.objects.filter(run=run).order_by("step"))
@@ -279,3 +281,25 @@ def test_a_steps_token_details_stop_at_max_step_tokens():
     rollouts = [{"completion": c} for c in ("ab", " c", "aa")]
     callback._add_token_details(rollouts, ["Q1"] * 3, ["ab", " c", "aa"], [0.0] * 3)
     assert [r.get("tokens") for r in rollouts] == [["a", "b", "<eos>"], [" c"], None]  # 3 + 1 tokens; 2 more do not fit
+
+
+def test_the_config_records_that_the_entropies_come_from_the_loss_pass_and_its_dropout():
+    """TRL's entropies come from its loss pass, in train mode: the run's config says with which dropout
+    (PEFT's lora_dropout modules, or a config's functional attention dropout), for the inspector's note."""
+    import doctest
+
+    import cohort.trl
+
+    args = SimpleNamespace(to_dict=lambda: {"learning_rate": 1e-5})
+    lora = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.05))
+    config = CohortCallback(SimpleNamespace(model=lora, reward_func_names=["fmt"]))._config(args)
+    assert config["token_details_pass"] == {"entropies": "loss pass, train mode", "train_mode_dropout": 0.05}
+    llama = torch.nn.Linear(2, 2)
+    llama.config = SimpleNamespace(to_dict=lambda: {"attention_dropout": 0.1, "hidden_size": 2, "use_cache": True})
+    assert cohort.trl.token_pass(llama)["train_mode_dropout"] == 0.1
+    assert cohort.trl.token_pass(torch.nn.Linear(2, 2))["train_mode_dropout"] == 0.0
+    assert cohort.trl.token_pass(None)["train_mode_dropout"] == 0.0
+    quiet = CohortCallback(SimpleNamespace(model=lora), token_details=False)._config(args)
+    assert "token_details_pass" not in quiet  # no per-token numbers sent: nothing to say where from
+    examples = doctest.testmod(cohort.trl)  # token_pass's example, as the reference page shows it
+    assert examples.attempted >= 1 and examples.failed == 0

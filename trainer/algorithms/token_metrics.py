@@ -8,7 +8,9 @@ Every scored completion token of a step counts (not only the calls whose details
 - `tokens/entropy/best`, `/worst`: over the groups whose members' rewards differ, the mean of the
   mean token entropy of each group's highest-reward member, and of its lowest-reward member;
 - `tokens/mismatch/share`: among the tokens with both log-probs, the share where
-  |log p_sampler - log p_trainer| > MISMATCH_NATS; `tokens/mismatch/max`: the largest such gap;
+  |log p_sampler - log p_trainer| > MISMATCH_NATS; `tokens/mismatch/max`: the largest such gap.
+  log p_trainer is the update's pass without dropout, the one `mismatch/abs_logprob_diff` (the
+  mean gap) comes from (trainer.policy.updater), so dropout's noise is never counted as a mismatch;
 - `tokens/prob/mean`: the mean probability of the sampled tokens, exp(sampler log-prob), or the
   trainer's where the sampler reported none.
 

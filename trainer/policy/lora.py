@@ -102,6 +102,24 @@ def lora_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad and "lora_" in n}
 
 
+def train_mode_dropout(model: torch.nn.Module) -> float:
+    """The largest dropout probability a train-mode forward pass of `model` applies (0.0: none, so a
+    training pass computes what an eval pass does): its dropout modules (PEFT's `lora_dropout`,
+    GPT-2's) and the functional dropouts its config sets (Llama's and Qwen's `attention_dropout`).
+    A config rate that a model never applies (a classifier's) only makes the answer cautious.
+
+        >>> train_mode_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1)))
+        0.1
+    """
+    rates = [float(m.p) for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+    get_base = getattr(model, "get_base_model", None)
+    config = getattr(get_base() if callable(get_base) else model, "config", None)
+    settings = config.to_dict() if hasattr(config, "to_dict") else {}
+    rates += [float(v) for k, v in settings.items()
+              if ("dropout" in k or "pdrop" in k) and isinstance(v, int | float) and not isinstance(v, bool)]
+    return max(rates, default=0.0)
+
+
 
 @contextlib.contextmanager
 def _seeded(seed: int | None, device: torch.device | None = None):

@@ -1,6 +1,7 @@
 """Per-token details of the completions a policy update scores: each token's log-prob, the entropy
-of the policy's token distribution there and its k most likely tokens, taken from the pass that
-gives the update's old log-probs (`PolicyUpdater.update` with `UpdateConfig.token_topk` set).
+of the policy's token distribution there and its k most likely tokens, taken from a pass without
+dropout: the one that gives the update's old log-probs, or an eval pass of their own where the
+training pass has LoRA dropout (`PolicyUpdater.update` with `UpdateConfig.token_topk` set).
 
 `DetailsSink.score` is the updater's log-prob call for that pass, keeping its details;
 `per_example_details` cuts them into one entry per example, over the tokens the update scored (a
@@ -42,6 +43,10 @@ class DetailsSink:
                                                                        topk=self.topk)
         self.batches[index] = (logprobs.detach(), entropy, ids, probs)
         return logprobs
+
+    def logprobs(self) -> list[Tensor | None]:
+        """Each micro-batch's detached log-probs (B, C), None where it was not scored."""
+        return [None if scored is None else scored[0] for scored in self.batches]
 
 
 def per_example_details(batches: list[PolicyBatch], sink: DetailsSink) -> list[ExampleDetails | None]:

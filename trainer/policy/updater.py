@@ -47,6 +47,7 @@ from trainer.policy.lora import (  # noqa: F401 - re-exported: the policy's publ
     load_policy_model,
     lora_config,
     lora_parameters,
+    train_mode_dropout,
     wrap_with_lora,
 )
 from trainer.policy.sharding import is_sharded, pad_micro_batches
@@ -88,6 +89,9 @@ class PolicyUpdater(PolicyPersistence):
             num_warmup_steps=cfg.warmup_steps, num_training_steps=cfg.total_steps)
         self.updates = 0  # update() calls
         self.optimizer_steps = 0
+        # A training pass with dropout is not the policy the sampler drew from: its log-probs show the
+        # dropout noise as a sampler mismatch, so the token details then come from an eval pass.
+        self.train_dropout = train_mode_dropout(model)
         self._last_lr = self.scheduler.get_last_lr()[0]
         # Per example of the last update(), when config.token_topk is set: its per-token details
         # (trainer.policy.token_details.per_example_details), None for an example it did not score.
@@ -110,9 +114,13 @@ class PolicyUpdater(PolicyPersistence):
         (adapter disabled, the same weights) only when beta > 0. Training passes use train mode, so
         LoRA dropout makes the ratio fluctuate slightly around 1.
 
-        With `config.token_topk` set, the pass that gives the old log-probs (the eval pass, or the
-        first training pass) also gives each token's entropy and top-k: `last_token_details`, one
-        entry per example, in order (this rank's examples in a many-process run). No extra pass.
+        With `config.token_topk` set, each token's log-prob, entropy and top-k (`last_token_details`,
+        one entry per example, in order; this rank's examples in a many-process run) come from a pass
+        without dropout, the one the mismatch stats then use over every scored token, so the two
+        measure the same thing: the eval pass of the old log-probs where there is one; else the first
+        training pass when train mode has no dropout (no pass is added); else (LoRA dropout > 0, one
+        pass over the batch) a no-grad eval pass for the details and the mismatch only, every
+        micro-batch's instead of one's. The loss is the same with or without details.
         """
         cfg = self.config
         started = time.perf_counter()
@@ -142,23 +150,30 @@ class PolicyUpdater(PolicyPersistence):
         totals: dict[str, float] = {}
         mismatch = MismatchTotals()
         steps = 0
-        details = DetailsSink.maybe(len(micro), cfg.token_topk)  # per micro-batch, filled by the old log-probs' pass
+        details = DetailsSink.maybe(len(micro), cfg.token_topk)  # per micro-batch, from a pass without dropout
+        old_pass = self._needs_old_pass(micro, len(chunks))
         with _seeded(cfg.seed * 1_000_003 + self.updates, self.device):
             # Before the first optimizer step: from the second step on the ratio moves away from 1.
             # (The details only when asked for: these calls stay what they were without them.)
-            olds, refs = self._frozen_logprobs(micro, old=self._needs_old_pass(micro, len(chunks)),
-                                               **({"details": details} if details is not None else {}))
-            self._record_mismatch(micro, olds, mismatch)
+            frozen, refs = self._frozen_logprobs(micro, old=old_pass or (details is not None and self.train_dropout > 0),
+                                                 **({"details": details} if details is not None else {}))
+            # An eval pass for the details only leaves the loss's old log-probs the training pass's own.
+            olds = frozen if old_pass else None
+            train_details = details is not None and frozen is None
+            if not train_details:
+                self._record_mismatch(micro, frozen, mismatch)
             for epoch in range(cfg.num_iterations):
                 for chunk, norm in zip(chunks, norms, strict=True):
-                    # No old pass: the first training pass's log-probs are the old ones, so its details too.
-                    takes_details = details is not None and olds is None and epoch == 0
+                    # No eval pass (nor dropout): the first training pass's log-probs are the old ones, its details too.
+                    takes_details = train_details and epoch == 0
                     sink = {"details": details, "indices": chunk} if takes_details else {}
                     step = self._optimizer_step([micro[k] for k in chunk], None if olds is None else [olds[k] for k in chunk],
                                                 [refs[k] for k in chunk], norm, **sink)
                     steps += 1
                     for k, v in step.items():
                         totals[k] = totals.get(k, 0.0) + v
+            if train_details:  # that pass's log-probs, as the eval pass's would be
+                self._record_mismatch(micro, details.logprobs(), mismatch)
         self.model.eval()
         self.updates += 1
         self.last_token_details = per_example_details(real, details) if details is not None else []
@@ -242,9 +257,9 @@ class PolicyUpdater(PolicyPersistence):
     def _frozen_logprobs(
         self, micro: list[PolicyBatch], *, old: bool = True, details: DetailsSink | None = None
     ) -> tuple[list[Tensor] | None, list[Tensor | None]]:
-        """The trainer's old log-probs (when `old`, with each micro-batch's token details into
-        `details` when given) and, when beta > 0, the reference's (the same weights, adapter
-        disabled): no grad, eval mode, before any optimizer step."""
+        """The trainer's log-probs without dropout (when `old`: the old ones, or the token details'
+        pass, each micro-batch's details into `details` when given) and, when beta > 0, the
+        reference's (the same weights, adapter disabled): no grad, eval mode, before any optimizer step."""
         cfg = self.config
         self.model.eval()
         olds, refs = [], []
@@ -259,12 +274,13 @@ class PolicyUpdater(PolicyPersistence):
                 refs.append(ref)
         return (olds if old else None), refs
 
-    def _record_mismatch(self, micro: list[PolicyBatch], olds: list[Tensor] | None, mismatch: MismatchTotals) -> None:
-        """Sampler / trainer mismatch against the trainer's eval-mode log-probs: the old ones where
-        they were computed; otherwise (one pass, the sampler being this model) a no-grad eval pass
-        over the first micro-batch the sampler scored, a sample that bounds the diagnostic's cost.
-        (The training pass's own log-probs would show LoRA dropout noise, about 0.04 nats a token
-        on the toy task, as if the sampler had drifted.)"""
+    def _record_mismatch(self, micro: list[PolicyBatch], olds: list[Tensor | None] | None,
+                         mismatch: MismatchTotals) -> None:
+        """Sampler / trainer mismatch against the trainer's log-probs without dropout, `olds`: the eval
+        pass's, or a training pass's without dropout (the details' pass); otherwise (one pass, no
+        details) a no-grad eval pass over the first micro-batch the sampler scored, a sample that
+        bounds the diagnostic's cost. (A training pass with LoRA dropout would show its noise, about
+        0.04 nats a token on the toy task, as if the sampler had drifted.)"""
         cfg = self.config
         scored = [k for k, mb in enumerate(micro) if mb.sampler_logprobs is not None]
         if olds is None and self.sharded:  # the same single forward pass on every rank

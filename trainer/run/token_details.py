@@ -3,7 +3,8 @@
 
 After the update, each call's tokens come from two places: the sampler (the sampled ids and, where
 the backend reports them, their log-probs) and the update (`PolicyUpdater.last_token_details`: the
-trainer's log-probs, entropies and top-k, over the tokens it scored). Update examples are matched to
+trainer's log-probs, entropies and top-k, over the tokens it scored, from its pass without dropout:
+the one `mismatch/...` uses, so the stored gaps and the step's mean agree). Update examples are matched to
 calls by (prompt, completion), as `StepSampler.policy_examples` matched them to samples; a call in
 several groups (padding, duplicates) was scored with the same tokens each time, so its first example
 is taken. In a many-process run each rank knows its own calls: the ranks' records are gathered, so
@@ -14,12 +15,15 @@ A call's `tokens` (the data contract the dashboard reads):
 
     {"pieces":  [str, ...],                  # each token decoded on its own, special tokens kept
      "sampler": [float | None, ...],         # the sampler's log-probs (absent when it reported none)
-     "trainer": [float | None, ...],         # the update's old log-probs (None past a truncation)
+     "trainer": [float | None, ...],         # the update's, without dropout (None past a truncation)
      "entropy": [float | None, ...],         # nats, from the same pass
-     "topk":    [[pos, [[piece, prob], ...]], ...]}  # at the forks only
+     "topk":    [[pos, [[piece, prob, id(, hex)], ...], sampled_id], ...],  # at the forks only
+     "bytes":   [[pos, hex], ...]}           # sampled tokens that are part of a multi-byte character
 
-Every list but "topk" has len(pieces); "trainer", "entropy" and "topk" only on calls the update
-scored. Floats are rounded to 4 decimals.
+Every list but "topk" and "bytes" has len(pieces); "trainer", "entropy" and "topk" only on calls the
+update scored; "bytes" only where a sampled token's piece is not a whole character (it reads U+FFFD:
+trainer/run/token_bytes.py), and an alternative's hex only on such a token. The ids let the dashboard
+tell the sampled token among the alternatives by id, not by text. Floats are rounded to 4 decimals.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from trainer.policy import distributed
 from trainer.policy.batching import PolicyExample, encode_completion
 from trainer.policy.distributed import Ranks
 from trainer.rollouts.trajectory import ModuleCall, Trajectory, unique_calls
+from trainer.run.token_bytes import byte_pieces
 
 DECIMALS = 4
 
@@ -133,12 +138,13 @@ class StepTokenDetails:
             if r.details is not None:
                 ids.update(r.details["topk_ids"][r.details["entropy"] >= threshold].reshape(-1).tolist())
         pieces = self._pieces(ids)
+        hexes = byte_pieces(self.tokenizer, pieces)
         built: dict[str, dict[str, Any]] = {}
         for call in unique_calls(trajectories):
             key = call_key(call)
             if key in chosen and key in records:
                 if key not in built:
-                    built[key] = call_tokens(records[key], pieces, threshold)
+                    built[key] = call_tokens(records[key], pieces, threshold, hexes)
                 call.tokens = built[key]
 
     def _pieces(self, ids: set[int]) -> dict[int, str]:
@@ -157,11 +163,17 @@ def extreme_members(group: ModuleGroup) -> tuple[GroupMember | None, GroupMember
     return max(rated, key=lambda m: m.reward), min(rated, key=lambda m: m.reward)
 
 
-def call_tokens(record: CallRecord, pieces: Mapping[int, str], threshold: float) -> dict[str, Any]:
+def call_tokens(record: CallRecord, pieces: Mapping[int, str], threshold: float,
+                hexes: Mapping[int, str] | None = None) -> dict[str, Any]:
     """One call's `tokens` (module docstring): every list of len(record.ids), `None` past what the
-    update scored; top-k only where the entropy is at least `threshold`."""
+    update scored; top-k only where the entropy is at least `threshold`. `hexes`: the bytes of the ids
+    that are part of a multi-byte character (`byte_pieces`)."""
+    hexes = hexes or {}
     n = len(record.ids)
     tokens: dict[str, Any] = {"pieces": [pieces[i] for i in record.ids]}
+    sampled_bytes = [[pos, hexes[i]] for pos, i in enumerate(record.ids) if i in hexes]
+    if sampled_bytes:
+        tokens["bytes"] = sampled_bytes
     if record.sampler is not None:
         tokens["sampler"] = _padded(record.sampler, n)
     if record.details is not None:
@@ -169,10 +181,16 @@ def call_tokens(record: CallRecord, pieces: Mapping[int, str], threshold: float)
         tokens["trainer"] = _padded(record.details["logprobs"], n)
         tokens["entropy"] = _padded(entropy, n)
         ids, probs = record.details["topk_ids"], record.details["topk_probs"]
-        tokens["topk"] = [[int(pos), [[pieces[int(i)], p] for i, p in zip(ids[pos].tolist(), _rounded(probs[pos]),
-                                                                             strict=True)]]
+        tokens["topk"] = [[int(pos), [_alternative(int(i), p, pieces, hexes)
+                                      for i, p in zip(ids[pos].tolist(), _rounded(probs[pos]), strict=True)],
+                           int(record.ids[pos])]
                           for pos in np.flatnonzero(entropy >= threshold).tolist()]
     return tokens
+
+
+def _alternative(token_id: int, prob: float | None, pieces: Mapping[int, str], hexes: Mapping[int, str]) -> list:
+    """[piece, prob, id], and the id's bytes where it is part of a multi-byte character."""
+    return [pieces[token_id], prob, token_id] + ([hexes[token_id]] if token_id in hexes else [])
 
 
 def _rounded(values: Any) -> list[float | None]:

@@ -1,7 +1,9 @@
 """Where the best and the worst rollout of an example part: the first module call whose completion
 differs (or that one of them lacks), the first differing word in it, and, where both calls stored
 per-token details (issue 45), the first token they chose differently: how likely each choice was, the
-entropy there, and whether it is a fork (a high-entropy position whose alternatives were kept).
+entropy there, and whether it is a fork (a position among the step's most uncertain ones, whose
+alternatives were kept; "high-entropy" only at HIGH_ENTROPY_NATS or more, since a quiet step's top
+positions can be nearly certain).
 
 Pure functions over plain data (`Trace`), so they are tested without the database;
 `grid_divergence` reads the traces off the trajectory inspector's `Grid`.
@@ -17,6 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from webapp.runs.token_pieces import HIGH_ENTROPY_NATS, is_sampled, piece_text, token_key
 from webapp.runs.token_store import CallTokens
 
 CONTEXT_WORDS = 3  # words shown on each side of the first differing word
@@ -53,17 +56,19 @@ class TokenChoice:
     piece: str  # '' past the end of the shorter completion
     prob: float | None  # of the sampled token (the trainer's log-prob, else the sampler's)
     entropy: float | None  # nats, of the distribution it was sampled from
-    alternatives: tuple[tuple[str, float], ...] = ()  # the top-k kept there (a fork), else none
+    # The top-k kept there (a fork), else none: (as shown, probability, whether it is the sampled one).
+    alternatives: tuple[tuple[str, float, bool], ...] = ()
+    hexed: str | None = None  # its bytes, where it is part of a multi-byte character
 
     @property
     def text(self) -> str:
-        return _quote(visible_whitespace(self.piece)) + ("" if self.prob is None else f" (p={self.prob:.2f})")
+        return _quote(piece_text(self.piece, self.hexed)) + ("" if self.prob is None else f" (p={self.prob:.2f})")
 
     @property
     def alternatives_text(self) -> str:
         """The alternatives kept there with their probabilities, the sampled one marked."""
-        return ", ".join(f"{_quote(visible_whitespace(piece))} {prob:.2f}{' (chosen)' if piece == self.piece else ''}"
-                         for piece, prob in self.alternatives)
+        return ", ".join(f"{_quote(shown)} {prob:.2f}{' (chosen)' if sampled else ''}"
+                         for shown, prob, sampled in self.alternatives)
 
 
 @dataclass(frozen=True)
@@ -133,8 +138,13 @@ class Divergence:
         if self.token_index is None or self.best_token is None or self.worst_token is None:
             return ""
         entropy = "" if self.token_entropy is None else f", entropy {self.token_entropy:.2f} nats there"
-        kind = ("a high-entropy fork (its alternatives are stored)" if self.at_fork
-                else "not a stored fork (no alternatives kept there)")
+        if not self.at_fork:
+            kind = "not a stored fork (no alternatives kept there)"
+        elif self.token_entropy is not None and self.token_entropy >= HIGH_ENTROPY_NATS:
+            kind = f"a high-entropy fork (at least {HIGH_ENTROPY_NATS:.2f} nats; its alternatives are stored)"
+        else:
+            kind = (f"a fork (its alternatives are stored), though the policy was fairly sure there "
+                    f"(under {HIGH_ENTROPY_NATS:.2f} nats)")
         return (f"First token they chose differently: token {self.token_number}, {self.best_token.text} vs "
                 f"{self.worst_token.text}{entropy}: {kind}.")
 
@@ -157,14 +167,6 @@ class Divergence:
             other = "worst" if self.missing_side == "best" else "best"
             return f"{where}: the {self.missing_side} rollout has no call there, the {other} one does."
         return f"{where}, word {self.word_number}: {_quote(self.best_word)} vs {_quote(self.worst_word)}."
-
-
-WHITESPACE_SHOWN = str.maketrans({" ": "·", "\n": "⏎", "\t": "⇥", "\r": "␍"})
-
-
-def visible_whitespace(text: str) -> str:
-    """`text` with its spaces, newlines and tabs drawn (a token is often just one of them)."""
-    return text.translate(WHITESPACE_SHOWN)
 
 
 def _reward(value: float | None) -> str:
@@ -200,8 +202,9 @@ def first_word_difference(a: str, b: str) -> int | None:
     return None
 
 
-def first_token_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
-    """Index of the first token where pieces `a` and `b` differ (one ending first counts); None when equal."""
+def first_token_difference(a: Sequence, b: Sequence) -> int | None:
+    """Index of the first token where `a` and `b` differ (one ending first counts); None when equal.
+    Pieces, or `token_key`s where byte tokens are compared by their bytes."""
     for i in range(max(len(a), len(b))):
         if i >= len(a) or i >= len(b) or a[i] != b[i]:
             return i
@@ -214,15 +217,19 @@ def token_choice(tokens: CallTokens, index: int) -> TokenChoice:
         return TokenChoice("", None, None)
     logprob = tokens.logprob(index)
     entropy = tokens.entropy[index] if tokens.entropy is not None else None
+    hexed = tokens.byte_pieces.get(index)
+    alternatives = tuple((piece_text(a.piece, a.hex), a.prob, is_sampled(a, tokens, index))
+                         for a in tokens.topk.get(index, ()))
     return TokenChoice(tokens.pieces[index], None if logprob is None else math.exp(logprob), entropy,
-                       tuple(tokens.topk.get(index, ())))
+                       alternatives, hexed)
 
 
 def _token_parting(best: CallText, worst: CallText) -> dict:
     """The Divergence fields of the first differing token, where both calls have token details."""
     if best.tokens is None or worst.tokens is None:
         return {}
-    index = first_token_difference(best.tokens.pieces, worst.tokens.pieces)
+    index = first_token_difference([token_key(best.tokens, i) for i in range(len(best.tokens))],
+                                   [token_key(worst.tokens, i) for i in range(len(worst.tokens))])
     if index is None:
         return {}
     return {"token_index": index, "best_token": token_choice(best.tokens, index),

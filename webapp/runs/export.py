@@ -130,8 +130,7 @@ def rollouts_jsonl(run: Run, *, anonymous: bool = False) -> Iterator[str]:
                     details = texts.tokens(rollout["attempt"], rollout["step"], rollout["example_id"]).get(
                         (rollout["index"], call["position"]))
                     if details is not None:
-                        call["tokens"] = {"pieces": details.pieces, "sampler": details.sampler, "trainer": details.trainer,
-                                          "entropy": details.entropy, "topk": [[i, alts] for i, alts in details.topk.items()]}
+                        call["tokens"] = details.to_contract()
                 own.append(call)
             pending = next(calls, None)
         rollout["calls"] = own

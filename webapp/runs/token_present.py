@@ -1,6 +1,7 @@
 """Per-token details on the pages (issue 45): what the trajectory inspector embeds for static/js/tokens.js
 (each call's tokens as JSON, the colour control, the token to open at, the tokens where the best and the
-worst rollout part), the links that open the inspector at one token, and the step page's forks table.
+worst rollout part), the links that open the inspector at one token, and the step page's forks table
+(one row per distinct context; tokens drawn by webapp/runs/token_pieces.py).
 
 The numbers come from webapp/runs/token_reads.py; nothing here queries the database except `fork_rows`
 (through `step_forks`, two queries).
@@ -12,15 +13,15 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.urls import reverse
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from webapp.runs.divergence import WHITESPACE_SHOWN, Divergence
+from webapp.runs.divergence import Divergence
 from webapp.runs.inspect import Grid
 from webapp.runs.models import ModuleCall, Run
 from webapp.runs.params import BadParam
 from webapp.runs.params import int_param as _int_param
-from webapp.runs.token_reads import Fork, call_token_rows, importance_cap, step_forks
+from webapp.runs.token_pieces import HIGH_ENTROPY_NATS, piece_html
+from webapp.runs.token_reads import Fork, Piece, call_token_rows, importance_cap, step_forks
 
 # "Colour tokens by": (value of ?colour=, label). "none" keeps the word-diff view.
 COLOURINGS = (("none", "none"), ("entropy", "entropy"), ("logprob", "log-prob"),
@@ -161,34 +162,62 @@ def inspector_tokens(run: Run, grid: Grid, divergence: Divergence | None, *, col
 # --- the step page's forks ---------------------------------------------------------------------------
 
 
-def whitespace_html(text: str) -> SafeString:
-    """`text` escaped, each space, newline and tab drawn as a faint `·`, `⏎`, `⇥` (a token is often one)."""
-    out = []
-    for char in text:
-        shown = char.translate(WHITESPACE_SHOWN)
-        out.append(f'<span class="ws">{shown}</span>' if shown != char else escape(char))
-    return mark_safe("".join(out))  # every character escaped or one of ours
+def pieces_html(pieces: tuple[Piece, ...]) -> SafeString:
+    """A context's tokens one after the other, each as `piece_html` draws it."""
+    return mark_safe("".join(piece_html(piece, hexed) for piece, hexed in pieces))  # each one escaped
 
 
 @dataclass
 class ForkRow:
-    """One row of the step's forks table."""
+    """One row of the step's forks table: one distinct context with its numbers (`fork.copies`: the
+    rollouts that share it)."""
 
     fork: Fork
-    url: str  # the inspector at this token
+    url: str  # the inspector at this token (in the first of its rollouts)
     before: SafeString
     chosen: SafeString
     after: SafeString
     alternatives: list[tuple[SafeString, float, bool]]  # (piece, probability, the sampled one)
 
+    @property
+    def count(self) -> int:
+        return len(self.fork.copies)
 
-def fork_rows(run: Run, attempt: int, step: int) -> list[ForkRow]:
-    """The step's highest-entropy positions, highest first, for its forks table (two queries)."""
+    @property
+    def high_entropy(self) -> bool:
+        return self.fork.entropy >= HIGH_ENTROPY_NATS
+
+    @property
+    def copies_title(self) -> str:
+        """Which rollouts share this context, with their rewards."""
+        listed = ", ".join(f"#{rollout} ({'—' if reward is None else f'{reward:.2f}'})" for rollout, reward in self.fork.copies)
+        return f"The same context and numbers in {self.count} rollouts: {listed}"
+
+
+class ForkRows(list):
+    """The step page's forks table: its rows, and what its summary counts."""
+
+    high_entropy_nats = HIGH_ENTROPY_NATS
+
+    @property
+    def positions(self) -> int:
+        """Fork positions in the rows, every rollout that shares one counted."""
+        return sum(row.count for row in self)
+
+    @property
+    def high(self) -> int:
+        """Rows at or above the high-entropy threshold."""
+        return sum(row.high_entropy for row in self)
+
+
+def fork_rows(run: Run, attempt: int, step: int) -> ForkRows:
+    """The step's forks, highest entropy first, one row per distinct context (two queries)."""
     base = reverse("runs:trajectories", args=[run.pk, step])
-    return [ForkRow(f, token_url(run.pk, step, f.example_id, attempt, f.rollout, f.position, f.token, base=base),
-                    whitespace_html(f.before), whitespace_html(f.chosen), whitespace_html(f.after),
-                    [(whitespace_html(piece), prob, piece == f.chosen) for piece, prob in f.alternatives])
-            for f in step_forks(run, attempt, step)]
+    return ForkRows(
+        ForkRow(f, token_url(run.pk, step, f.example_id, attempt, f.rollout, f.position, f.token, base=base),
+                pieces_html(f.before), piece_html(f.chosen, f.chosen_hex), pieces_html(f.after),
+                [(piece_html(a.piece, a.hex), a.prob, sampled) for a, sampled in zip(f.alternatives, f.sampled, strict=True)])
+        for f in step_forks(run, attempt, step))
 
 
 def no_forks_note(run: Run) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from webapp.runs.models import CallText, ModuleCall, Rollout, Run
 from webapp.runs.texts import decode_texts, fill_call_texts
-from webapp.runs.token_store import CallTokens, decode_tokens
+from webapp.runs.token_pieces import is_sampled, piece_label
+from webapp.runs.token_store import Alternative, CallTokens, decode_tokens
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 12, 4  # tokens of context around a fork in the step's forks table
 FORKS_SHOWN = 100
@@ -90,14 +91,19 @@ def advantage_shares(tokens: CallTokens, advantage: float | None, *, cap: float 
 
 def call_token_rows(call: ModuleCall, *, cap: float | None = None) -> dict | None:
     """A call's tokens as the inspector draws them: one [piece, entropy, log-prob, mismatch, advantage
-    share] per token, and the alternatives at its forks ({index: [[piece, prob], ...]})."""
+    share] per token, the alternatives at its forks ({index: [[piece, prob, the sampled one], ...]}),
+    and the indices of its byte tokens (their piece written as ⟨E2 80⟩: `piece_label`)."""
     tokens = getattr(call, "tokens", None)
     if tokens is None:
         return None
     shares = advantage_shares(tokens, call.advantage, cap=cap)
-    rows = [[piece, (tokens.entropy or [None] * len(tokens))[i], tokens.logprob(i), tokens.mismatch(i), shares[i]]
+    rows = [[piece_label(piece, tokens.byte_pieces.get(i)), (tokens.entropy or [None] * len(tokens))[i],
+             tokens.logprob(i), tokens.mismatch(i), shares[i]]
             for i, piece in enumerate(tokens.pieces)]
-    return {"tokens": rows, "forks": {str(i): [[p, prob] for p, prob in alts] for i, alts in tokens.topk.items()}}
+    forks = {str(i): [[piece_label(a.piece, a.hex), a.prob, is_sampled(a, tokens, i)] for a in alts]
+             for i, alts in tokens.topk.items()}
+    byte_tokens = [i for i, row in enumerate(rows) if row[0] != tokens.pieces[i]]
+    return {"tokens": rows, "forks": forks, "bytes": byte_tokens}
 
 
 def importance_cap(run: Run) -> float | None:
@@ -109,12 +115,18 @@ def importance_cap(run: Run) -> float | None:
     return None
 
 
+Piece = tuple[str, str | None]  # a token's text and, for a byte token, its bytes (hex)
+
+
 @dataclass
 class Fork:
-    """One high-entropy position of a step: where the policy hesitated, and what else it weighed."""
+    """One fork of a step (among its most uncertain positions, where the trainer kept alternatives):
+    where the policy hesitated, and what else it weighed. Rollouts that share the call (MHGPO's forks
+    store the calls before their fork point under each) or sampled the same completion give the same
+    context and numbers: one Fork stands for them all, `copies` the rollouts with their rewards."""
 
     example_id: str
-    rollout: int  # index within the step
+    rollout: int  # index within the step (the first of `copies`)
     reward: float | None
     position: int  # the call's position in its rollout
     module: str
@@ -122,14 +134,27 @@ class Fork:
     entropy: float
     chosen: str
     chosen_prob: float | None
-    alternatives: list[tuple[str, float]]
-    before: str
-    after: str
+    alternatives: list[Alternative]
+    before: tuple[Piece, ...]
+    after: tuple[Piece, ...]
+    chosen_hex: str | None = None  # the sampled token's bytes, where it is part of a multi-byte character
+    sampled: tuple[bool, ...] = ()  # per alternative: the sampled one (token_pieces.is_sampled)
+    copies: list[tuple[int, float | None]] = field(default_factory=list)  # (rollout, reward) of each
+
+    def same_as(self) -> tuple:
+        """What makes two forks one row: the example, module, context and every number."""
+        return (self.example_id, self.module, self.before, self.chosen, self.chosen_hex, self.after, self.entropy,
+                self.chosen_prob, tuple(self.alternatives))
+
+
+def _pieces(tokens: CallTokens, start: int, stop: int) -> tuple[Piece, ...]:
+    return tuple((tokens.pieces[i], tokens.byte_pieces.get(i)) for i in range(max(0, start), min(stop, len(tokens))))
 
 
 def step_forks(run: Run, attempt: int, step: int, *, limit: int = FORKS_SHOWN) -> list[Fork]:
-    """The step's fork positions (where the trainer kept alternatives), highest entropy first. Two
-    queries: the step's texts and details, and its calls' modules with their rollouts' rewards."""
+    """The step's fork positions (where the trainer kept alternatives), highest entropy first, the
+    same context with the same numbers once (its `copies`), at most `limit` of them. Two queries: the
+    step's texts and details, and its calls' modules with their rollouts' rewards."""
     rows = list(CallText.objects.filter(run=run, attempt=attempt, step=step, tokens__isnull=False)
                 .values_list("example_id", "data", "tokens"))
     if not rows:
@@ -149,7 +174,11 @@ def step_forks(run: Run, attempt: int, step: int, *, limit: int = FORKS_SHOWN) -
                 logprob = tokens.logprob(i)
                 forks.append(Fork(example, index, reward, position, module, i, entropy, tokens.pieces[i],
                                   None if logprob is None else math.exp(logprob), alternatives,
-                                  "".join(tokens.pieces[max(0, i - CONTEXT_BEFORE):i]),
-                                  "".join(tokens.pieces[i + 1:i + 1 + CONTEXT_AFTER])))
+                                  _pieces(tokens, i - CONTEXT_BEFORE, i), _pieces(tokens, i + 1, i + 1 + CONTEXT_AFTER),
+                                  tokens.byte_pieces.get(i), tuple(is_sampled(a, tokens, i) for a in alternatives)))
     forks.sort(key=lambda f: (-f.entropy, f.example_id, f.rollout, f.position, f.token))
-    return forks[:limit]
+    folded: dict[tuple, Fork] = {}
+    for fork in forks:
+        kept = folded.setdefault(fork.same_as(), fork)  # the first: the lowest rollout index
+        kept.copies.append((fork.rollout, fork.reward))
+    return list(folded.values())[:limit]

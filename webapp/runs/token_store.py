@@ -18,7 +18,10 @@ is known, as its difference from the trainer's (int16). A near-certain token the
 bytes, which zlib squeezes: 4.4 bytes a token against 6.6 for float16 arrays on SmolLM2-tokenized
 completions (benchmarks/storage.py has the figure in PostgreSQL). A thousandth of a nat is finer
 than anything the inspector colours or the 0.1-nat mismatch threshold needs (float16 keeps -7 nats
-to 0.004). The top-k alternatives, kept at a step's forks only, stay JSON in the header.
+to 0.004). The top-k alternatives, kept at a step's forks only, stay JSON in the header, with their
+token ids and the sampled token's id there where the trainer sent them (the forks table marks the
+sampled one by id: byte tokens that decode alike are told apart), and so do the bytes of the tokens
+that are part of a multi-byte character (their text alone is a replacement character, U+FFFD).
 
 Decoding needs each call's completion (`decode_tokens(blob, completions)`), which its texts hold.
 """
@@ -30,7 +33,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,15 +41,38 @@ Place = tuple[int, int]  # (rollout index within the step, position of the call 
 EXPLICIT = 255  # a piece length byte: the piece is in the header, not in the text
 
 
+class Alternative(NamedTuple):
+    """One of the top-k tokens kept at a fork: its text, probability, and, where the trainer sent
+    them, its token id and (a token that is part of a multi-byte character) its bytes in hex."""
+
+    piece: str
+    prob: float
+    id: int | None = None
+    hex: str | None = None
+
+    def to_json(self) -> list:
+        """The data contract's [piece, prob(, id(, hex))]."""
+        out: list = [self.piece, self.prob]
+        if self.id is not None or self.hex is not None:
+            out.append(self.id)
+        if self.hex is not None:
+            out.append(self.hex)
+        return out
+
+
 @dataclass
 class CallTokens:
-    """One call's completion token by token. Arrays have one value per piece; None where unknown."""
+    """One call's completion token by token. Arrays have one value per piece; None where unknown.
+    `sampled_ids`: the sampled token's id at each fork, where sent; `byte_pieces`: the bytes (hex) of
+    each sampled token that is part of a multi-byte character (its piece reads U+FFFD)."""
 
     pieces: list[str]
     sampler: list[float | None] | None = None
     trainer: list[float | None] | None = None
     entropy: list[float | None] | None = None
-    topk: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
+    topk: dict[int, list[Alternative]] = field(default_factory=dict)
+    sampled_ids: dict[int, int] = field(default_factory=dict)
+    byte_pieces: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -63,6 +89,54 @@ class CallTokens:
         if self.sampler is None or self.trainer is None or self.sampler[i] is None or self.trainer[i] is None:
             return None
         return abs(self.sampler[i] - self.trainer[i])
+
+    def to_contract(self) -> dict[str, Any]:
+        """The details as the trainer sent them (trainer/run/token_details.py), for the export."""
+        out: dict[str, Any] = {"pieces": self.pieces, "sampler": self.sampler, "trainer": self.trainer,
+                               "entropy": self.entropy, "topk": []}
+        for pos, alternatives in self.topk.items():
+            entry: list = [pos, [a.to_json() for a in alternatives]]
+            if pos in self.sampled_ids:
+                entry.append(self.sampled_ids[pos])
+            out["topk"].append(entry)
+        if self.byte_pieces:
+            out["bytes"] = [[pos, value] for pos, value in self.byte_pieces.items()]
+        return out
+
+
+def hex_bytes(value: Any) -> str | None:
+    """`value` as lower-case hex digits of whole bytes ('e280'), or None when it is not that."""
+    if not isinstance(value, str) or not value or len(value) % 2 or len(value) > 64:
+        return None
+    try:
+        return bytes.fromhex(value).hex()
+    except ValueError:
+        return None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _alternative(entry: Sequence[Any]) -> list:
+    """A sent alternative [piece, prob(, id(, hex))] as stored: its id and hex kept where valid."""
+    out: list = [str(entry[0]), round(float(entry[1]), 4)]
+    token_id = _whole(entry[2]) if len(entry) > 2 else None
+    hexed = hex_bytes(entry[3]) if len(entry) > 3 else None
+    if token_id is not None or hexed is not None:
+        out.append(token_id)
+    if hexed is not None:
+        out.append(hexed)
+    return out
+
+
+def _fork(pos: int, entry: Sequence[Any]) -> list:
+    """A sent fork [pos, alternatives(, sampled id)] as stored."""
+    out: list = [pos, [_alternative(a) for a in entry[1]]]
+    sampled = _whole(entry[2]) if len(entry) > 2 else None
+    if sampled is not None:
+        out.append(sampled)
+    return out
 
 
 def _finite(value: Any) -> float | None:
@@ -140,9 +214,11 @@ def encode_tokens(calls: Sequence[tuple[Place, str, Mapping[str, Any] | None]]) 
             flags |= ENTROPY
             arrays.append(_uint16(_milli(details["entropy"], n, 1.0)))
         numbers.extend(a.tobytes() for a in arrays)
-        topk = [[int(pos), [[str(piece), round(float(p), 4)] for piece, p in alternatives]]
-                for pos, alternatives in details.get("topk") or () if 0 <= int(pos) < n]
-        header.append([rollout, position, n, flags, extra or 0, topk or 0])
+        topk = [_fork(int(entry[0]), entry) for entry in details.get("topk") or () if 0 <= int(entry[0]) < n]
+        byte_pieces = {str(int(pos)): hexed for pos, value in details.get("bytes") or ()
+                       if 0 <= int(pos) < n and (hexed := hex_bytes(value)) is not None}
+        # The seventh field only where a piece has bytes: details without any encode as before.
+        header.append([rollout, position, n, flags, extra or 0, topk or 0] + ([byte_pieces] if byte_pieces else []))
     if not header:
         return None
     shuffled = np.frombuffer(b"".join(numbers), dtype=np.uint8).reshape(-1, 2).T.tobytes()
@@ -166,7 +242,7 @@ def decode_tokens(data: bytes, completions: Mapping[Place, str]) -> dict[Place, 
         offset += entry[2]
     numbers = np.frombuffer(raw[offset:], dtype=np.uint8).reshape(2, -1).T.tobytes()  # the shuffle undone
     offset, out = 0, {}
-    for k, (rollout, position, n, flags, extra, topk) in enumerate(header):
+    for k, (rollout, position, n, flags, extra, topk, *more) in enumerate(header):
         arrays = {}
         for flag in (SAMPLER, TRAINER, ENTROPY):
             if flags & flag:
@@ -185,7 +261,9 @@ def decode_tokens(data: bytes, completions: Mapping[Place, str]) -> dict[Place, 
             pieces=_pieces(piece_bytes[k], extra or {}, completions[(rollout, position)]),
             sampler=sampler, trainer=trainer,
             entropy=_values(np.frombuffer(arrays[ENTROPY], "<u2"), 1e-3) if ENTROPY in arrays else None,
-            topk={int(pos): [(str(piece), float(p)) for piece, p in alternatives] for pos, alternatives in topk or ()})
+            topk={int(fork[0]): [Alternative(str(a[0]), float(a[1]), *a[2:4]) for a in fork[1]] for fork in topk or ()},
+            sampled_ids={int(fork[0]): int(fork[2]) for fork in topk or () if len(fork) > 2},
+            byte_pieces={int(pos): value for pos, value in (more[0] if more else {}).items()})
     return out
 
 

@@ -1,9 +1,13 @@
 """Per-token details from the log-prob pass (trainer/policy/logprobs.py `sequence_logprobs_with_details`,
 trainer/policy/token_details.py, `PolicyUpdater.last_token_details`): entropies and top-k equal a direct
 softmax over the full logits, chunked or not, with or without grad; the log-probs and their gradients
-are today's; the details come from the pass that gives the old log-probs, with no pass of their own."""
+are today's; the details come from a pass without dropout (an eval pass's numbers, whatever
+lora_dropout), the one behind the mismatch stats, with a pass of their own only where the training
+pass has dropout."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -163,64 +167,125 @@ def sampled(model, tok, n=6):
             for i, (p, s) in enumerate(zip(prompts, samples, strict=True))]
 
 
-@pytest.mark.parametrize("iterations", [1, 2], ids=["first-training-pass", "eval-pass"])
-def test_the_updates_details_are_its_old_logprobs_per_example(tiny_model_path, iterations):
-    """With LoRA dropout 0 the old log-probs (the training pass's own, or the eval pass's) equal an
-    eval-mode `sequence_logprobs` before the update; one entry per example, in order, over the tokens
-    the update scored (a completion cut to fit max_context_length has fewer)."""
-    import numpy as np
+def nonzero_policy(tiny_model_path, dropout):
+    """The tiny policy with LoRA `dropout` and a non-zero adapter (with B = 0, dropout changes nothing)."""
     import torch
 
-    from trainer.policy import (
-        PolicyUpdater,
-        UpdateConfig,
-        load_policy_model,
-        sequence_logprobs,
-        tokenize_examples,
-    )
+    from trainer.policy import load_policy_model
 
-    model, tok = load_policy_model(tiny_model_path, dropout=0.0)
+    model, tok = load_policy_model(tiny_model_path, dropout=dropout)
     with torch.no_grad():
         for p in (p for n, p in model.named_parameters() if "lora_B" in n):
             p.add_(0.05)
+    return model, tok
+
+
+# The three ways an update takes its details: the first training pass (no dropout, one pass over the
+# batch), an eval pass of their own (dropout, one pass), the old log-probs' eval pass (two passes).
+PASSES = pytest.mark.parametrize(("dropout", "iterations"), [(0.0, 1), (0.5, 1), (0.5, 2)],
+                                 ids=["training-pass-no-dropout", "eval-pass-for-details", "old-logprobs-pass"])
+
+
+@PASSES
+def test_the_updates_details_are_an_eval_pass_per_example(tiny_model_path, dropout, iterations):
+    """The details equal an eval-mode pass before the update (no dropout noise, whatever lora_dropout);
+    one entry per example, in order, over the tokens the update scored (a completion cut to fit
+    max_context_length has fewer). With dropout 0.5 the training pass's log-probs are 0.1 nats and
+    more off, so details taken from it fail this."""
+    import numpy as np
+    import torch
+
+    from trainer.policy import PolicyUpdater, UpdateConfig, tokenize_examples
+    from trainer.policy.logprobs import sequence_logprobs_with_details
+
+    model, tok = nonzero_policy(tiny_model_path, dropout)
     examples = sampled(model, tok)
     context = 4  # completions are cut to 3 tokens (a prompt token must condition them), prompts to 1
     model.eval()
     with torch.no_grad():
-        expected = [sequence_logprobs(model, tokenize_examples(tok, [e], max_context_length=context), temperature=0.9)[0]
-                    for e in examples]
+        expected = [sequence_logprobs_with_details(model, tokenize_examples(tok, [e], max_context_length=context),
+                                                   temperature=0.9, topk=3) for e in examples]
     updater = PolicyUpdater(model, tok, UpdateConfig(token_topk=3, micro_batch_size=4, num_iterations=iterations,
-                                                     temperature=0.9, max_context_length=context, learning_rate=1e-2))
+                                                     temperature=0.9, max_context_length=context, learning_rate=1e-2,
+                                                     sampler_is_policy=True))
     updater.update(examples)
     details = updater.last_token_details
     assert len(details) == len(examples)
-    for example, want, got in zip(examples, expected, details, strict=True):
+    for example, (want_lp, want_entropy, _, want_probs), got in zip(examples, expected, details, strict=True):
         n = min(len(example.completion_ids), context - 1)
         assert len(got["logprobs"]) == len(got["entropy"]) == n and got["topk_ids"].shape == (n, 3)
-        assert np.allclose(got["logprobs"], want[:n].numpy(), atol=1e-5)
+        assert np.allclose(got["logprobs"], want_lp[0, :n].numpy(), atol=1e-5)
+        assert np.allclose(got["entropy"], want_entropy[0, :n].numpy(), atol=1e-4)
+        assert np.allclose(got["topk_probs"], want_probs[0, :n].numpy(), atol=1e-5)
         assert (got["entropy"] > 0).all() and (np.diff(got["topk_probs"], axis=1) <= 0).all()
     assert any(len(d["logprobs"]) < len(e.completion_ids) for d, e in zip(details, examples, strict=True))
 
 
-@pytest.mark.parametrize("iterations", [1, 2])
-def test_details_add_no_forward_pass(tiny_model_path, monkeypatch, iterations):
+@PASSES
+def test_the_mismatch_stats_and_the_details_measure_the_same_gap(tiny_model_path, dropout, iterations):
+    """`mismatch/abs_logprob_diff` is the mean over the very tokens and log-probs the details hold:
+    the mean of the per-token |sampler - trainer| gaps, over every micro-batch (not a sample of one)."""
+    import numpy as np
+
+    from trainer.algorithms.token_metrics import ScoredTokens, token_metrics
+    from trainer.policy import PolicyUpdater, UpdateConfig
+
+    model, tok = nonzero_policy(tiny_model_path, dropout)
+    # A sampler that drifted on every other token of the last three examples (not in the first
+    # micro-batch, the one a sample would take): not all gaps ~0.
+    examples = [replace(e, sampler_logprobs=[lp - 0.3 * (i % 2) for i, lp in enumerate(e.sampler_logprobs)])
+                if k >= 3 else e for k, e in enumerate(sampled(model, tok))]
+    updater = PolicyUpdater(model, tok, UpdateConfig(token_topk=2, micro_batch_size=2, num_iterations=iterations,
+                                                     sampler_is_policy=True))
+    stats = updater.update(examples)
+    details = updater.last_token_details
+    gaps = np.concatenate([np.abs(np.asarray(e.sampler_logprobs[:len(d["logprobs"])]) - d["logprobs"])
+                           for e, d in zip(examples, details, strict=True)])
+    assert stats["mismatch/abs_logprob_diff"] == pytest.approx(gaps.mean(), abs=1e-6)
+    scored = [ScoredTokens("m", d["entropy"], d["logprobs"], np.asarray(e.sampler_logprobs[:len(d["logprobs"])]))
+              for e, d in zip(examples, details, strict=True)]
+    metrics = token_metrics(scored)
+    assert metrics["tokens/mismatch/max"] == pytest.approx(0.3, abs=1e-4)  # the drift only, no dropout noise
+    assert metrics["tokens/mismatch/share"] == pytest.approx(np.mean(gaps > 0.1))
+    assert 0.2 < metrics["tokens/mismatch/share"] < 0.35
+
+
+def count_passes(monkeypatch, tiny_model_path, *, dropout, topk, iterations=1):
+    """(forward passes, the adapter's weights after, the details) of one update of 3 micro-batches."""
     import trainer.policy.logprobs as logprobs
-    from trainer.policy import PolicyUpdater, UpdateConfig, load_policy_model
+    from trainer.policy import PolicyUpdater, UpdateConfig, lora_parameters
 
     passes = []
     real = logprobs.completion_hidden_states
     monkeypatch.setattr(logprobs, "completion_hidden_states", lambda *a: passes.append(1) or real(*a))
+    model, tok = nonzero_policy(tiny_model_path, dropout)
+    examples = sampled(model, tok)
+    passes.clear()
+    updater = PolicyUpdater(model, tok, UpdateConfig(token_topk=topk, num_iterations=iterations, micro_batch_size=2,
+                                                     sampler_is_policy=True, learning_rate=1e-2))
+    updater.update(examples)
+    weights = {n: p.detach().clone() for n, p in lora_parameters(model).items()}
+    return len(passes), weights, updater.last_token_details
 
-    def count(topk):
-        passes.clear()
-        model, tok = load_policy_model(tiny_model_path)
-        updater = PolicyUpdater(model, tok, UpdateConfig(token_topk=topk, num_iterations=iterations, micro_batch_size=2))
-        updater.update(sampled(model, tok))
-        return len(passes), updater.last_token_details
 
-    off, none = count(None)
-    on, details = count(5)
-    assert on == off and none == [] and len(details) == 6 and all(d is not None for d in details)
+@pytest.mark.parametrize(("dropout", "iterations", "added"), [(0.0, 1, -1), (0.0, 2, 0), (0.5, 2, 0), (0.5, 1, 2)],
+                         ids=["no-dropout", "no-dropout-old-pass", "old-pass", "dropout-one-pass"])
+def test_details_add_a_pass_only_where_the_training_pass_has_dropout(tiny_model_path, monkeypatch, dropout,
+                                                                     iterations, added):
+    """Details come with no extra forward pass where a pass without dropout runs anyway (the old
+    log-probs' eval pass, or a training pass without dropout, which then also gives the mismatch
+    stats and saves their one-micro-batch eval pass: -1). With dropout and one pass over the batch,
+    their eval pass covers the 3 micro-batches where the mismatch stats alone sampled one (+2).
+    Either way the update itself is the same: the adapter after it is identical."""
+    import torch
+
+    off, off_weights, none = count_passes(monkeypatch, tiny_model_path, dropout=dropout, topk=None,
+                                          iterations=iterations)
+    on, on_weights, details = count_passes(monkeypatch, tiny_model_path, dropout=dropout, topk=5,
+                                           iterations=iterations)
+    assert none == [] and len(details) == 6 and all(d is not None for d in details)
+    assert on - off == added
+    assert all(torch.equal(on_weights[n], off_weights[n]) for n in off_weights)
 
 
 def test_update_config_refuses_a_top_k_out_of_range():

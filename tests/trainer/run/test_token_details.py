@@ -71,7 +71,7 @@ def test_every_call_carries_its_tokens_and_the_step_its_token_metrics(tmp_path, 
         tokens = call["tokens"]
         sample = trainer.recorded[(call["prompt"], call["completion"])]
         n = len(sample.token_ids)
-        assert set(tokens) == {"pieces", "sampler", "trainer", "entropy", "topk"}
+        assert set(tokens) - {"bytes"} == {"pieces", "sampler", "trainer", "entropy", "topk"}
         assert len(tokens["pieces"]) == len(tokens["sampler"]) == len(tokens["trainer"]) == len(tokens["entropy"]) == n
         # Each sampled token decoded on its own, special tokens kept; the HF backend's own log-probs.
         assert tokens["pieces"] == trainer.tokenizer.batch_decode([[i] for i in sample.token_ids],
@@ -80,11 +80,14 @@ def test_every_call_carries_its_tokens_and_the_step_its_token_metrics(tmp_path, 
         # The sampler is the policy itself here (eval mode; the fresh adapter is zero): the same numbers.
         assert tokens["trainer"] == pytest.approx(tokens["sampler"], abs=2e-4)
         assert all(e > 0 for e in tokens["entropy"])
-        for pos, alternatives in tokens["topk"]:
-            assert 0 <= pos < n and len(alternatives) == 3
-            probs = [p for _, p in alternatives]
-            assert probs == sorted(probs, reverse=True) and all(isinstance(piece, str) for piece, _ in alternatives)
-        assert [pos for pos, _ in tokens["topk"]] == [i for i, e in enumerate(tokens["entropy"]) if e >= threshold]
+        for pos, alternatives, sampled_id in tokens["topk"]:
+            assert 0 <= pos < n and len(alternatives) == 3 and sampled_id == sample.token_ids[pos]
+            probs = [a[1] for a in alternatives]
+            assert probs == sorted(probs, reverse=True) and all(isinstance(a[0], str) for a in alternatives)
+            # Each alternative's token id: its piece is that id decoded on its own.
+            assert [a[0] for a in alternatives] == trainer.tokenizer.batch_decode([[a[2]] for a in alternatives],
+                                                                                  skip_special_tokens=False)
+        assert [fork[0] for fork in tokens["topk"]] == [i for i, e in enumerate(tokens["entropy"]) if e >= threshold]
     metrics = event["metrics"]
     assert all(math.isfinite(metrics[key]) for key in TOKEN_METRICS)
     assert metrics["tokens/mismatch/max"] < 1e-3 and metrics["tokens/mismatch/share"] == 0.0
@@ -150,5 +153,18 @@ def test_a_cut_completions_tokens_have_no_trainer_values_past_the_cut():
         "sampler": [-0.5, -1.3, -2.0, -0.1, -0.1235],
         "trainer": [-0.5, -1.25, -2.0, None, None],
         "entropy": [0.1, 2.5, 0.3, None, None],
-        "topk": [[1, [["b", 0.5], ["a", 0.4]]]],
+        "topk": [[1, [["b", 0.5, 8], ["a", 0.4, 7]], 8]],
     }
+
+
+def test_byte_tokens_carry_their_bytes_and_forks_their_ids():
+    from trainer.run.token_details import CallRecord, call_tokens
+
+    # "😀" (F0 9F 98 80) as two byte tokens, 20 and 21; at token 1 the policy weighed 21 against 22 (98 81).
+    details = {"logprobs": np.array([-0.1, -0.7], dtype=np.float32), "entropy": np.array([0.1, 1.5], dtype=np.float32),
+               "topk_ids": np.array([[20, 3], [21, 22]]), "topk_probs": np.array([[0.9, 0.1], [0.5, 0.45]])}
+    record = CallRecord("c0", "echo", [20, 21], None, details)
+    pieces = {3: "a", 20: "\ufffd", 21: "\ufffd", 22: "\ufffd"}
+    tokens = call_tokens(record, pieces, threshold=1.0, hexes={20: "f09f", 21: "9880", 22: "9881"})
+    assert tokens["bytes"] == [[0, "f09f"], [1, "9880"]]
+    assert tokens["topk"] == [[1, [["\ufffd", 0.5, 21, "9880"], ["\ufffd", 0.45, 22, "9881"]], 21]]

@@ -204,3 +204,22 @@ def with_token_details(event: dict, *, seed: int = 0, fork_share: float = 0.2, t
         details["topk"] = [[i, [[details["pieces"][i], 0.4]] + [[f" alt{j}", round(0.3 / (j + 1), 4)] for j in range(topk - 1)]]
                            for i, e in enumerate(details["entropy"]) if e >= threshold]
     return event
+
+
+def with_byte_fork(event: dict, *, example: str = "claim-0", entropy: float = 2.95) -> dict:
+    """`with_token_details`' event with " 😀" (F0 9F 98 80) added to the first call of the example's
+    first rollout as a byte-level BPE tokenizer splits it: a space, then two byte tokens that each
+    decode to U+FFFD, the trainer sending their bytes; the last is a fork between two byte tokens that
+    read alike (ids 501 and 502, 501 sampled) and " ok"."""
+    call = next(t for t in event["rollouts"] if t["example_id"] == example)["calls"][0]
+    tokens = {key: list(value) for key, value in call["tokens"].items()}  # its own copy: not the other calls'
+    k = len(tokens["pieces"]) - 1  # before the end-of-turn token
+    call["completion"] += " 😀"
+    tokens["pieces"][k:k] = [" ", "\ufffd", "\ufffd"]
+    tokens["sampler"][k:k] = tokens["trainer"][k:k] = [-0.1, -0.2, -0.69]
+    tokens["entropy"][k:k] = [0.05, 0.3, entropy]
+    tokens["topk"] = [[pos + 3 if pos >= k else pos, alternatives] for pos, alternatives in tokens["topk"]]
+    tokens["topk"].append([k + 2, [["\ufffd", 0.5, 501, "9880"], ["\ufffd", 0.45, 502, "9881"], [" ok", 0.05, 503]], 501])
+    tokens["bytes"] = [[k + 1, "f09f"], [k + 2, "9880"]]
+    call["tokens"] = tokens
+    return event

@@ -13,10 +13,10 @@ from webapp.runs.divergence import (
     find_divergence,
     first_token_difference,
     first_word_difference,
-    visible_whitespace,
     word_context,
 )
-from webapp.runs.token_store import CallTokens
+from webapp.runs.token_pieces import visible_whitespace
+from webapp.runs.token_store import Alternative, CallTokens
 
 
 def trace(index, reward, *calls):
@@ -110,7 +110,8 @@ def test_long_words_are_cut_in_the_summary():
 def answer(text: str, *pieces: str, probs=None, entropy=None, topk=None) -> tuple:
     """An answerer call whose completion `text` is `pieces`, with the log-probs of `probs`."""
     tokens = CallTokens(list(pieces), trainer=[math.log(p) for p in probs] if probs else None,
-                        entropy=list(entropy) if entropy else None, topk=topk or {})
+                        entropy=list(entropy) if entropy else None,
+                        topk={i: [Alternative(*a) for a in alts] for i, alts in (topk or {}).items()})
     return ("answerer", 0, text, tokens)
 
 
@@ -130,13 +131,42 @@ def test_first_token_difference():
 def test_the_first_token_they_chose_differently_with_its_probabilities_and_entropy():
     d = find_divergence([trace(1, 0.1, SHARED, LYON), trace(0, 0.9, SHARED, PARIS)])
     assert (d.position, d.word_index, d.token_index, d.token_number) == (1, 2, 2, 3)
-    assert d.best_token == TokenChoice(" Paris", pytest.approx(0.6), 1.5, ((" Paris", 0.6), (" Lyon", 0.3)))
+    assert d.best_token == TokenChoice(" Paris", pytest.approx(0.6), 1.5, (("·Paris", 0.6, True), ("·Lyon", 0.3, False)))
     assert d.worst_token.piece == " Lyon" and d.worst_token.prob == pytest.approx(0.3)
     assert d.at_fork and d.token_entropy == 1.5
     assert d.token_summary == ("First token they chose differently: token 3, '·Paris' (p=0.60) vs '·Lyon' (p=0.30), "
-                               "entropy 1.50 nats there: a high-entropy fork (its alternatives are stored).")
+                               "entropy 1.50 nats there: a high-entropy fork (at least 0.69 nats; its alternatives "
+                               "are stored).")
     assert d.best_token.alternatives_text == "'·Paris' 0.60 (chosen), '·Lyon' 0.30"
     assert d.worst_token.alternatives_text == "'·Paris' 0.60, '·Lyon' 0.30 (chosen)"
+
+
+def test_a_fork_below_the_high_entropy_threshold_is_not_called_high_entropy():
+    # A quiet step's forks (its top entropies) can be nearly certain: 0.19 nats is a fork, not a hesitation.
+    calm = {2: [(" Paris", 0.97), (" Lyon", 0.02)]}
+    best = answer("It is Paris", "It", " is", " Paris", probs=[0.9, 0.8, 0.97], entropy=[0.1, 0.1, 0.19], topk=calm)
+    worst = answer("It is Lyon", "It", " is", " Lyon", probs=[0.9, 0.8, 0.02], entropy=[0.1, 0.1, 0.19], topk=calm)
+    d = find_divergence([trace(0, 1.0, best), trace(1, 0.0, worst)])
+    assert d.at_fork and d.token_entropy == 0.19
+    assert "high-entropy" not in d.token_summary
+    assert d.token_summary.endswith("0.19 nats there: a fork (its alternatives are stored), though the policy was "
+                                    "fairly sure there (under 0.69 nats).")
+
+
+def test_byte_tokens_are_told_apart_by_their_bytes_and_marked_by_id():
+    # "😀" (F0 9F 98 80) split into byte tokens: decoded one by one, each reads U+FFFD.
+    def emoji(second: str, sampled_id: int) -> tuple:
+        tokens = CallTokens(["Hi", " ", "\ufffd", "\ufffd"], trainer=[-0.1, -0.1, -0.1, -0.2], entropy=[0.1, 0.1, 0.1, 1.2],
+                            topk={3: [Alternative("\ufffd", 0.5, 10, "9880"), Alternative("\ufffd", 0.4, 11, "9881")]},
+                            sampled_ids={3: sampled_id}, byte_pieces={2: "f09f", 3: second})
+        return ("answerer", 0, "Hi \U0001F600" if second == "9880" else "Hi \U0001F601", tokens)
+
+    d = find_divergence([trace(0, 1.0, emoji("9880", 10)), trace(1, 0.0, emoji("9881", 11))])
+    assert d.token_index == 3  # the same text, other bytes
+    assert d.best_token.text == "'⟨98\u00a080⟩' (p=0.82)" and d.worst_token.text.startswith("'⟨98\u00a081⟩'")
+    assert d.best_token.alternatives_text == "'⟨98\u00a080⟩' 0.50 (chosen), '⟨98\u00a081⟩' 0.40"
+    assert d.worst_token.alternatives_text == "'⟨98\u00a080⟩' 0.50, '⟨98\u00a081⟩' 0.40 (chosen)"
+    assert "\ufffd" not in d.token_summary + d.best_token.alternatives_text
 
 
 def test_a_differing_token_without_alternatives_is_not_a_fork():

@@ -28,7 +28,7 @@ def test_the_codec_round_trips_pieces_float16_values_and_forks():
     assert tokens.sampler[:2] == pytest.approx([-0.1, -2.5], abs=5e-3) and tokens.sampler[2] is None
     assert tokens.sampler[6] is None and tokens.entropy[6] is None  # NaN and inf are unknown
     assert tokens.trainer == pytest.approx(details["trainer"], abs=5e-3)
-    assert tokens.topk == {4: [(" wörld", 0.25), (" world", 0.2)]}  # a fork past the end is dropped
+    assert tokens.topk == {4: [(" wörld", 0.25, None, None), (" world", 0.2, None, None)]}  # one past the end: dropped
     assert tokens.logprob(2) == pytest.approx(-1.0) and tokens.mismatch(1) == pytest.approx(0.1, abs=5e-3)
     assert encode_tokens([((0, 0), "x", None)]) is None
 
@@ -85,7 +85,7 @@ def test_step_forks_are_the_highest_entropy_positions_with_their_context(owner):
                       and event["rollouts"].index(t) == top.rollout)
     details = trajectory["calls"][top.position]["tokens"]
     assert top.chosen == details["pieces"][top.token]
-    assert top.before == "".join(details["pieces"][max(0, top.token - 12):top.token])
+    assert top.before == tuple((piece, None) for piece in details["pieces"][max(0, top.token - 12):top.token])
     assert top.module == trajectory["calls"][top.position]["module"]
     assert top.chosen_prob == pytest.approx(math.exp(details["trainer"][top.token]), rel=5e-3)
     assert len(step_forks(run, 1, 1, limit=3)) == 3

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.webapp.runs.seeding import hover_step_event, ingest, make_run, with_token_details
+from tests.webapp.runs.seeding import hover_step_event, ingest, make_run, with_byte_fork, with_token_details
+from webapp.runs.token_pieces import HIGH_ENTROPY_NATS
 from webapp.runs.token_present import cell_key
 from webapp.runs.token_reads import step_forks
 from webapp.runs.views import CHART_SECTIONS
@@ -172,7 +173,8 @@ def test_step_page_lists_the_forks_highest_entropy_first_linking_to_each_token(c
     focused = payload["cells"][payload["focus"]["cell"]]
     assert payload["focus"] == {"cell": cell_key(first.rollout, first.position), "token": first.token}
     assert focused["tokens"][first.token][0] == first.chosen
-    assert focused["forks"][str(first.token)] == [list(a) for a in first.alternatives]
+    assert focused["forks"][str(first.token)] == [[a.piece, a.prob, sampled]
+                                                  for a, sampled in zip(first.alternatives, first.sampled, strict=True)]
 
 
 def test_forks_show_whitespace_and_mark_the_chosen_token(client, owner, token_run):
@@ -187,6 +189,89 @@ def test_forks_show_whitespace_and_mark_the_chosen_token(client, owner, token_ru
     assert '<strong class="chosen"><span class="ws">·</span></strong>' in html  # ...drawn, not left blank
     # The sampled token is marked among the alternatives (the seeding always lists it first).
     assert all(row.count("chosen-alt") == 1 and "✓" in row for row in rows)
+
+
+def with_repeated_call(event: dict, example: str = "claim-0") -> tuple[dict, int]:
+    """The event with the first call of the example's first rollout copied into its other rollouts
+    (completion and details: what MHGPO's forks store for the calls they share), and how many share it."""
+    rollouts = [t for t in event["rollouts"] if t["example_id"] == example]
+    first = rollouts[0]["calls"][0]
+    for t in rollouts[1:]:
+        t["calls"][0].update(completion=first["completion"], tokens=first["tokens"], module=first["module"])
+    return event, len(rollouts)
+
+
+def test_rollouts_sharing_a_context_make_one_row_with_their_count(client, owner):
+    run = make_run(owner, config={"strategy": "grpo", "padding": "fill", "token_details": "all"})
+    event, copies = with_repeated_call(with_token_details(hover_step_event(1, examples=2, rollouts=4), fork_share=0.2))
+    ingest(run, [event])
+    shared_forks = [pos for pos, _ in event["rollouts"][0]["calls"][0]["tokens"]["topk"]]
+    assert shared_forks and copies == 4
+    forks = step_forks(run, 1, 1)
+    contexts = [(f.example_id, f.before, f.chosen, f.after, f.entropy) for f in forks]
+    assert len(contexts) == len(set(contexts))  # one row per distinct context and numbers
+    shared = [f for f in forks if len(f.copies) > 1]
+    assert len(shared) == len(shared_forks) and all([r for r, _ in f.copies] == [0, 1, 2, 3] for f in shared)
+    client.force_login(owner)
+    html = client.get(reverse("runs:step", args=[run.pk, 1])).content.decode()
+    rows = fork_rows(html)
+    assert len(rows) == len(forks)
+    counts = [int(re.search(r'<td class="num fork-count" data-value="(\d+)"', row).group(1)) for row in rows]
+    assert sorted(counts, reverse=True)[:len(shared)] == [copies] * len(shared) and set(counts) == {1, copies}
+    assert 'title="The same context and numbers in 4 rollouts: #0 (' in html
+    assert all(re.search(r'data-value="1">\s*</td>', row) for row, n in zip(rows, counts, strict=True) if n == 1)
+    positions = sum(counts)
+    summary = re.search(r'<span class="muted" id="forks-count">([^<]*)</span>', html).group(1)
+    assert summary == f"{len(rows)} rows for {positions} positions"
+
+
+def test_the_forks_table_is_folded_below_the_groups(client, owner, token_run):
+    run, _ = token_run
+    client.force_login(owner)
+    html = client.get(reverse("runs:step", args=[run.pk, 1])).content.decode()
+    assert html.index('id="groups"') < html.index('id="forks-section"') < html.index('id="token-forks"')
+    opening = re.search(r'<details class="card section forks-section" id="forks-section"[^>]*>', html).group(0)
+    assert " open" not in opening  # folded by default: its summary gives the row count
+
+
+def test_only_entropies_above_the_threshold_are_called_high(client, owner):
+    run = make_run(owner, config={"strategy": "grpo", "padding": "fill", "token_details": "all"})
+    event = with_token_details(hover_step_event(1, examples=2, rollouts=4), fork_share=0.2)
+    calm = {id(c["tokens"]): c["tokens"] for t in event["rollouts"] if t["example_id"] == "claim-1" for c in t["calls"]}
+    for details in calm.values():  # a quiet example: its forks (the step's top entropies) under 0.3 nats
+        details["entropy"] = [e / 10 for e in details["entropy"]]
+    ingest(run, [event])
+    client.force_login(owner)
+    html = client.get(reverse("runs:step", args=[run.pk, 1])).content.decode()
+    note = re.search(r'<p class="muted small" id="forks-note">(.*?)</p>', html, re.S).group(1)
+    assert f"at least {HIGH_ENTROPY_NATS:.2f} nats, a fair coin between two tokens" in note
+    forks = step_forks(run, 1, 1)
+    assert {f.entropy >= HIGH_ENTROPY_NATS for f in forks} == {True, False}  # the seed has both
+    for row, fork in zip(fork_rows(html), forks, strict=True):
+        assert ('<span class="high-entropy"' in row) == (fork.entropy >= HIGH_ENTROPY_NATS)
+    high = sum(f.entropy >= HIGH_ENTROPY_NATS for f in forks)
+    assert f": {high} of {len(forks)} rows." in note
+
+
+def test_byte_tokens_show_their_bytes_and_one_sampled_alternative(client, owner):
+    run = make_run(owner, config={"strategy": "grpo", "padding": "fill", "token_details": "all"})
+    ingest(run, [with_byte_fork(with_token_details(hover_step_event(1, examples=2, rollouts=4), fork_share=0.2))])
+    client.force_login(owner)
+    html = client.get(reverse("runs:step", args=[run.pk, 1])).content.decode()
+    table = html[html.index('id="token-forks"'):html.index("</table>", html.index('id="token-forks"'))]
+    assert "\ufffd" not in table
+    (row,) = [r for r in fork_rows(html) if '<strong class="chosen"><span class="bytes"' in r]
+    assert '<strong class="chosen"><span class="bytes" title="bytes of a multi-byte character, split across tokens">' \
+           '⟨98\u00a080⟩</span></strong>' in row
+    assert '⟨F0\u00a09F⟩' in row  # the context before it, byte for byte
+    assert row.count("chosen-alt") == 1 and row.count("✓") == 1  # by id: the other byte token is not the sampled one
+    assert re.search(r'chosen-alt" title="the sampled token"><code><span class="bytes"[^>]*>⟨98\u00a080⟩', row)
+    # The inspector's JSON: the pieces as their bytes, the sampled alternative marked by id.
+    payload = token_data(inspector(client, run).content.decode())
+    cell = payload["cells"][cell_key(0, 0)]
+    k = cell["bytes"][-1]
+    assert [cell["tokens"][i][0] for i in cell["bytes"]] == ["⟨F0\u00a09F⟩", "⟨98\u00a080⟩"]
+    assert cell["forks"][str(k)] == [["⟨98\u00a080⟩", 0.5, True], ["⟨98\u00a081⟩", 0.45, False], [" ok", 0.05, False]]
 
 
 def test_a_step_without_forks_says_so_in_one_line(client, owner):
