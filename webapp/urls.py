@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/", include("webapp.api.urls")),
     path("queue/", include("webapp.scheduling.urls")),
     path("projects/", include("webapp.projects.urls")),
+    path("users/", include("webapp.people.urls")),  # staff create accounts (webapp/people)
     path("share/", include("webapp.sharing.urls")),
     path("docs/", include("webapp.manual.urls")),  # the manual, public (webapp/manual/views.py)
     path("", include("webapp.prefs.urls")),

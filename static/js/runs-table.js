@@ -6,9 +6,16 @@
   function boxes() { return Array.from(document.querySelectorAll("#runs-table tbody input[name=runs]")); }
 
   function updateSelection() {
-    const chosen = boxes().filter((b) => b.checked).length;
+    const ticked = boxes().filter((b) => b.checked);
+    const chosen = ticked.length;
     const count = document.getElementById("selection-count");
-    if (count) count.textContent = chosen ? `${chosen} selected` : "Tick runs to compare, archive or delete them.";
+    // A selection holding a run the reader may not change: archive and delete would answer 403, so they are off.
+    const refused = ticked.filter((b) => b.closest("tr")?.dataset.changeable === "0").length;
+    document.querySelectorAll("#compare-runs .change-action").forEach((button) => {
+      button.disabled = refused > 0;
+      button.title = refused ? `You may not change ${refused} of the selected runs (not yours, or you are a viewer there)` : "";
+    });
+    if (count) count.textContent = chosen ? `${chosen} selected` : (count.dataset.idle || "Tick runs to compare them.");
     const all = document.getElementById("select-all");
     if (all) {
       all.checked = chosen > 0 && chosen === boxes().length;

@@ -26,8 +26,8 @@ class MemberAddForm(forms.Form):
         username = self.cleaned_data["username"].strip()
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         if user is None:
-            raise forms.ValidationError(f"No user named {username!r} on this server: check the spelling, or ask "
-                                        "an administrator to create the account.")
+            raise forms.ValidationError(f"No user named {username!r} on this server: check the spelling. Site "
+                                        "staff create accounts (below).")
         self.cleaned_data["user"] = user
         return username
 

@@ -40,6 +40,11 @@ class Role(models.TextChoices):
 ROLE_RANK = {Role.VIEWER.value: 1, Role.MEMBER.value: 2, Role.ADMIN.value: 3}
 
 
+def role_with_article(role: str) -> str:
+    """'a viewer', 'a member', 'an admin': a role as the pages' sentences say it."""
+    return f"an {role}" if role[:1] in "aeiou" else f"a {role}"
+
+
 class Project(models.Model):
     name = models.CharField(
         max_length=NAME_MAX, validators=[RegexValidator(f"^{NAME_PATTERN.pattern}$", (

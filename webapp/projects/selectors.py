@@ -3,6 +3,7 @@ else holds the role of their membership, or none (the project is then as absent 
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.db.models import Case, CharField, F, OuterRef, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.http import Http404
@@ -28,7 +29,8 @@ def projects_for_user(user) -> QuerySet[Project]:
         return projects.order_by(personal_first, "name")
     own = Membership.objects.filter(project=OuterRef("pk"), user_id=user.pk).values("role")[:1]
     role = Coalesce(Subquery(own, output_field=CharField()), Value(Role.ADMIN.value))
-    return Project.objects.annotate(role=role).order_by(personal_first, "name")
+    # Staff read everyone's personal project: the pages name whose it is (`personal_of`), in this one query.
+    return Project.objects.annotate(role=role).select_related("personal_of").order_by(personal_first, "name")
 
 
 def project_named(name: str) -> Project | None:
@@ -101,3 +103,9 @@ def personal_project(user) -> Project:
 
 def project_members(project: Project) -> list[Membership]:
     return list(project.memberships.select_related("user").order_by("user__username"))
+
+
+def site_staff_names() -> list[str]:
+    """The user names of the active site staff: who creates accounts (the 403 and members pages say it)."""
+    return list(get_user_model().objects.filter(is_staff=True, is_active=True).order_by("username")
+                .values_list("username", flat=True))

@@ -11,8 +11,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.projects.forms import MemberAddForm, MemberRoleForm, ProjectCreateForm
-from webapp.projects.models import ROLE_RANK, Role
-from webapp.projects.selectors import project_get_for_user, project_members, projects_for_user
+from webapp.projects.models import ROLE_RANK, Role, role_with_article
+from webapp.projects.selectors import (
+    project_get_for_user,
+    project_members,
+    projects_for_user,
+    site_staff_names,
+)
 from webapp.projects.services import ProjectError, member_add, member_remove, member_set_role, project_create
 
 
@@ -57,12 +62,17 @@ def project_members_page(request, name: str):
             except ProjectError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc))
             else:
-                messages.success(request, f"{membership.user.get_username()} is a {membership.role} of {project.name}.")
+                messages.success(request, f"{membership.user.get_username()} is {role_with_article(membership.role)} "
+                                          f"of {project.name}.")
                 return redirect("projects:members", name=project.name)
         status = 400
+    members = project_members(project)
     return render(request, "projects/members.html", {
-        "project": project, "members": project_members(project), "manages": manages, "form": form,
+        "project": project, "members": members, "manages": manages, "form": form,
         "roles": Role.choices, "last_admin": _sole_admin(project),
+        # Whom to ask: its admins, for who may not add people; site staff, for an account that does not exist.
+        "admin_names": [m.user.get_username() for m in members if m.role == Role.ADMIN],
+        "staff_names": site_staff_names() if manages and not request.user.is_staff else [],
     }, status=status)
 
 
@@ -92,7 +102,8 @@ def project_member_role(request, name: str, user_id: int):
     except ProjectError as exc:
         messages.error(request, f"Not changed: {exc}")
     else:
-        messages.success(request, f"{user.get_username()} is now a {form.cleaned_data['role']} of {project.name}.")
+        messages.success(request, f"{user.get_username()} is now {role_with_article(form.cleaned_data['role'])} of "
+                                  f"{project.name}.")
     return redirect("projects:members", name=project.name)
 
 

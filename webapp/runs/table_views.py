@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from webapp.projects.selectors import projects_for_user
-from webapp.runs.access import run_change_check, runs_change_check
+from webapp.projects.selectors import projects_for_user, role_in, roles_of
+from webapp.runs.access import can_change, run_change_check, runs_change_check
 from webapp.runs.forms import RunDetailsForm
 from webapp.runs.models import Run
 from webapp.runs.retention import storage_label
@@ -70,10 +70,13 @@ def run_list(request):
         run.rewards_text = [number_text(v, 3) for v in (run.last_reward, run.best_reward, run.last_eval_reward)]
         run.gpu_hours_text = number_text(run.gpu_hours, 2)
         run.storage_text = storage_label(run.storage_bytes)
+    roles = roles_of(request.user)  # one query: the row's edit link and the bulk actions ask what their views ask
+    for run in rows:
+        run.can_change = can_change(request.user, run, role_in(roles, run.project_id))
     return render(request, "runs/list.html", {
         "filters": filters, "runs": rows, "page": page, "headers": sort_headers(filters.cleaned_data["sort"]),
         "sorted_by": filters.cleaned_data["sort"], "here": request.get_full_path(), "projects": projects,
-        "project": project,
+        "project": project, "changeable": any(run.can_change for run in rows),
         "here_quoted": quote(request.get_full_path(), safe=""),
     })
 
@@ -95,9 +98,12 @@ def sort_headers(current: str) -> dict[str, dict[str, str]]:
 
 
 def duration_text(elapsed: dt.timedelta | None) -> str:
-    """`2d 3h`, `1h 05m`, `4m 09s`, `12s`; an em dash before the run starts."""
+    """`2d 3h`, `1h 05m`, `4m 09s`, `12s`, `<1s` (a run trained elsewhere may log a few steps in
+    milliseconds: "0s" read as if it had not run); an em dash before the run starts."""
     if elapsed is None:
         return "—"
+    if dt.timedelta(0) < elapsed < dt.timedelta(seconds=1):
+        return "<1s"
     seconds = max(0, int(elapsed.total_seconds()))
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
