@@ -168,7 +168,9 @@ SECTIONS: list[tuple[str, str, list[Setting]]] = [
                 "the project `cohort.init()` creates its run in"),
         Setting(("COHORT_MODE",), "`online`",
                 "`online` uploads in the background; `offline` only writes the run folder, for `cohort sync`"),
-        Setting(("COHORT_DIR",), "`./cohort-runs`", "where `cohort.init()` makes the run's folder"),
+        Setting(("COHORT_DIR",), "`$XDG_CACHE_HOME/cohort/runs`, else `~/.cache/cohort/runs`",
+                "where `cohort.init()` makes the run's folder, and where `cohort sync` without a folder looks"),
+        Setting(("COHORT_QUIET",), "off", "`1`: `cohort.init()` prints no `cohort: streaming to <run page>` line"),
     ]),
     ("Internal and tests", "Set by Cohort for its own processes, or by its test suite.", [
         Setting(("COHORT_LAUNCHER_PID",), "set by the launcher",

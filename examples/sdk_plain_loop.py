@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--mode", default=None, help="online (default) or offline")
-    parser.add_argument("--dir", default=None, help="where the run's folder goes (./cohort-runs)")
+    parser.add_argument("--dir", default=None, help="where the run's folder goes (default: ~/.cache/cohort/runs)")
     args = parser.parse_args()
     torch.manual_seed(0)
     policy = torch.nn.Embedding(len(WORDS), 2 * len(TOKENS))  # logits of both answer tokens, per word

@@ -80,6 +80,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Inside CommonMiddleware (whose APPEND_SLASH sees its answers): Cohort's 404, also under DEBUG, and
+    # `/runs/new/` redirected to `/runs/new` (webapp/not_found.py says why).
+    "webapp.not_found.NotFoundMiddleware",
     "webapp.nul_guard.RejectNulMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

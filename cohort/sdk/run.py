@@ -26,11 +26,16 @@ from typing import Any
 from cohort.http import base_url
 from cohort.sdk import exit_hook, request, values
 from cohort.sdk.sender import Sender
-from cohort.sdk.spool import Spool
+from cohort.sdk.spool import Spool, runs_home
 
 MODES = ("online", "offline", "disabled")
 FINISH_STATES = ("succeeded", "failed")
 MAX_ERROR_CHARS = 10_000  # the server's limit
+# How long `init` waits for the server to create the run, so the page's URL is printed before the
+# training's own output. A server that is slower (or down) costs the loop nothing more: the URL is
+# printed when the server answers, from the background.
+ANSWER_WAIT_S = 5.0
+TRUE_WORDS = ("1", "true", "yes", "on")
 
 
 class CohortWarning(UserWarning):
@@ -209,17 +214,27 @@ def new_client_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(4)
 
 
+def announce(url: str) -> None:
+    """The one line `init` prints: where to watch the run."""
+    print(f"cohort: streaming to {url}", file=sys.stderr, flush=True)
+
+
 def init(url: str | None = None, token: str | None = None, *, task: str, name: str = "",
          config: Any = None, tags: Iterable[str] = (), notes: str = "", origin: str = "sdk",
          mode: str | None = None, dir: str | Path | None = None, total_steps: int = 0,
-         project: str | None = None) -> Run:
+         project: str | None = None, quiet: bool | None = None) -> Run:
     """Starts a run of `task` on the Cohort server at `url` (default: $COHORT_URL) with a personal API
     token (default: $COHORT_TOKEN), and returns it (also a context manager: an exception inside
     finishes it as failed).
 
     `mode` (default: $COHORT_MODE, else "online"): "online" uploads in the background; "offline" only
     writes the run folder, for `cohort sync <folder>` later; "disabled" does nothing (other ranks).
-    `dir` (default: $COHORT_DIR, else ./cohort-runs): where the run's folder is made.
+    `dir` (default: $COHORT_DIR, else $XDG_CACHE_HOME/cohort/runs, else ~/.cache/cohort/runs): where
+    the run's folder is made, never the working folder unless you say so; `cohort sync` without a
+    folder uploads what those folders hold that the server has not answered.
+    Online, init waits up to 5 s for the server to create the run and prints one line to stderr,
+    `cohort: streaming to http://.../runs/42/` (later, from the background, if the server answers
+    later); `quiet` (default: $COHORT_QUIET, e.g. `1`) prints nothing but problems.
     `config`: a dict, dataclass or Namespace (JSON, at most 64 KiB); `origin`: which trainer logged it.
     `project` (default: $COHORT_PROJECT, else the token's project if it is scoped to one, else your
     personal project): the Cohort project the run is logged into; its members see it. The token needs
@@ -241,13 +256,16 @@ def init(url: str | None = None, token: str | None = None, *, task: str, name: s
     if mode == "online" and (url is None or not token):
         raise ValueError("Cohort needs a server and a token: pass url= and token= or set COHORT_URL and "
                          "COHORT_TOKEN (a key from the server's /api/tokens/ page), or use mode='offline'")
-    folder = Path(dir or os.environ.get("COHORT_DIR") or "cohort-runs").absolute() / client_id
+    if quiet is None:
+        quiet = os.environ.get("COHORT_QUIET", "").strip().lower() in TRUE_WORDS
+    folder = (Path(dir).expanduser().absolute() if dir else runs_home()) / client_id
     spool = Spool.create(folder, url=url, create=create)
     sender = None
     if mode == "online":
-        sender = Sender(spool, url, token, warn=warn)
+        sender = Sender(spool, url, token, warn=warn, announce=None if quiet else announce)
     run = Run(spool, sender, mode=mode)
     exit_hook.track(run)
     if sender is not None:
         sender.start()
+        sender.wait_answered(ANSWER_WAIT_S)
     return run

@@ -11,7 +11,8 @@ short. A failure no retry can fix (a token or a task the server refuses) stops t
 warning; the steps stay in the run folder for `cohort sync`.
 
 A daemon thread: it never keeps a finished program alive. `Run.finish` (or the exit hook) is what
-waits, for as long as its timeout says.
+waits, for as long as its timeout says. Once the server has created the run, `announce` gets its
+page's URL (what `cohort.init` prints); `wait_answered` lets init wait a moment for that first answer.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from cohort.sdk.upload import MAX_BATCH_BYTES, MAX_BATCH_STEPS, Backoff, Item, U
 class Sender:
     """Uploads the run folder's step lines as `put` announces them, in order, then the finish."""
 
-    def __init__(self, spool: Spool, url: str, token: str, *, warn: Callable[[str], None]):
+    def __init__(self, spool: Spool, url: str, token: str, *, warn: Callable[[str], None],
+                 announce: Callable[[str], None] | None = None):
         self.spool = spool
+        self.announce = announce  # called once with the run page's URL when the server created the run
+        self._answered = threading.Event()  # the first creation attempt is over: created, refused or failed
         self.uploader = Uploader(spool, url, token, warn=warn)
         self.warn = warn
         self._cond = threading.Condition()
@@ -63,6 +67,12 @@ class Sender:
         """Retries now if the thread is waiting out a failure."""
         self._wake.set()
 
+    def wait_answered(self, timeout: float) -> bool:
+        """Waits up to `timeout` s for the server's first answer to the run's creation (or for it to
+        fail); True when the server created the run."""
+        self._answered.wait(timeout)
+        return self.spool.state["run_id"] is not None
+
     def wait(self, timeout: float | None) -> bool:
         """True once everything queued so far is acknowledged; False after `timeout` s or if the
         upload stopped."""
@@ -90,6 +100,7 @@ class Sender:
         try:
             self._loop()
         finally:
+            self._answered.set()
             if self._reader is not None:
                 self._reader.close()
 
@@ -112,6 +123,7 @@ class Sender:
                     self.warn(f"cannot upload to Cohort ({exc}); the steps are kept in {self.spool.folder} "
                               "and retried in the background")
                 failing = True
+                self._answered.set()  # init waits no longer: the run's page is announced once created
                 if self._wake.wait(exc.wait_s(backoff.next())):
                     backoff.reset()
                 self._wake.clear()
@@ -125,6 +137,9 @@ class Sender:
         state = self.spool.state
         if state["run_id"] is None:
             self.uploader.create()
+            if self.announce is not None:
+                self.announce(state["run_url"])
+            self._answered.set()
             self._notify()
             return True
         with self._cond:

@@ -1,6 +1,6 @@
 """A run's folder, the write-ahead log every logged step goes through before it is sent.
 
-    <dir>/<client_id>/
+    <dir>/<client_id>/      <dir>: init's `dir`, else `runs_home()` (outside the working folder)
         run.json        the server's URL, the create request, the run's id once the server gave one,
                         how many lines of steps.jsonl the server has answered, the finish request
         steps.jsonl     one sealed step a line: {"step": 3, "metrics": {...}, "rollouts": [...]}
@@ -23,6 +23,19 @@ from typing import Any
 
 RUN_FILE, STEPS_FILE, REJECTED_FILE = "run.json", "steps.jsonl", "rejected.jsonl"
 FORMAT = 1
+
+
+def runs_home() -> Path:
+    """Where `cohort.init()` makes run folders unless told (`dir=`), and where `cohort sync` without a
+    folder looks: `$COHORT_DIR`, else `$XDG_CACHE_HOME/cohort/runs`, else `~/.cache/cohort/runs` (beside
+    the model cache, ~/.cache/cohort). Never the working folder: a script run from a checkout or a
+    notebook's folder must not leave a folder behind in it."""
+    chosen = os.environ.get("COHORT_DIR")
+    if chosen:
+        return Path(chosen).expanduser().absolute()
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache and Path(cache).is_absolute() else Path.home() / ".cache"
+    return base / "cohort" / "runs"
 
 
 class Spool:
@@ -112,7 +125,7 @@ class Spool:
 
 
 def run_folders(paths: list[Path]) -> list[Path]:
-    """The run folders named, a folder of run folders (./cohort-runs) standing for each run in it."""
+    """The run folders named, a folder of run folders (`runs_home()`) standing for each run in it."""
     found = []
     for path in map(Path, paths):
         if (path / RUN_FILE).exists() or not path.is_dir():
@@ -120,4 +133,29 @@ def run_folders(paths: list[Path]) -> list[Path]:
         else:
             inside = sorted(child for child in path.iterdir() if (child / RUN_FILE).exists())
             found.extend(inside or [path])
+    return found
+
+
+def has_unsent(spool: Spool) -> bool:
+    """Whether the folder holds something its server has not answered: the run's creation, a step, or
+    the finish its program recorded. (A run whose program is still logging counts too: `cohort sync`
+    sending its steps alongside is harmless, the server stores each step once.)"""
+    state = spool.state
+    return (state.get("run_id") is None or state.get("acked", 0) < len(spool.lines())
+            or bool(state.get("finish")) and not state.get("finished"))
+
+
+def unsent_folders(home: Path) -> list[Path]:
+    """The run folders under `home` that hold something not uploaded, oldest first (their names start
+    with the time they were made)."""
+    if not home.is_dir():
+        return []
+    found = []
+    for child in sorted(home.iterdir()):
+        try:
+            spool = Spool.open(child)
+        except (ValueError, OSError):
+            continue  # not a run folder (or one this version does not read): `cohort sync DIR` says why
+        if has_unsent(spool):
+            found.append(child)
     return found

@@ -1,5 +1,6 @@
-"""`cohort sync <folder...>`: uploads run folders an offline run, or a run whose upload did not end
-before its program did, left behind.
+"""`cohort sync [folder...]`: uploads run folders an offline run, or a run whose upload did not end
+before its program did, left behind. Without a folder, those under `runs_home()` (where `cohort.init`
+makes them unless told otherwise) that hold something not uploaded yet.
 
 For each folder: create the run (or find it: the server knows its client id), send the steps from
 the acknowledged watermark on (the server skips any it already has, so a watermark that lags behind
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cohort.http import CohortAPIError, base_url
-from cohort.sdk.spool import Spool, run_folders
+from cohort.sdk.spool import Spool, run_folders, runs_home, unsent_folders
 from cohort.sdk.upload import Uploader, batches, retrying
 
 ATTEMPTS = 6  # about 6 s of backoff (0.2 + 0.4 + ... + 3.2) before a request is given up
@@ -80,9 +81,19 @@ def _send_unanswered(uploader: Uploader, batch: list[tuple[int, str]]) -> None:
 
 
 def sync_main(folders: list[str], *, url: str | None, token: str | None) -> int:
-    """The command: one line per run folder; 0 when every step of every folder is uploaded."""
+    """The command: one line per run folder; 0 when every step of every folder is uploaded. No
+    folder: the run folders under `runs_home()` with something left to upload."""
+    if folders:
+        chosen = run_folders([Path(f) for f in folders])
+    else:
+        home = runs_home()
+        chosen = unsent_folders(home)
+        if not chosen:
+            print(f"Nothing to upload: no run folder in {home} holds a step, a run or a finish the server has "
+                  "not answered.", flush=True)
+            return 0
     status = 0
-    for folder in run_folders([Path(f) for f in folders]):
+    for folder in chosen:
         outcome = sync_folder(folder, url=url, token=token, warn=lambda m: print(f"  {m}", file=sys.stderr))
         print(outcome.line, flush=True)
         status = status if outcome.ok else 1

@@ -21,6 +21,10 @@ from webapp.runs.series import flatten_config
 
 IDENTITY_IGNORED = frozenset({"seed"})  # settings whose runs are repeats of one configuration
 LABEL_SETTINGS = 3  # a label names at most this many settings
+# A number in a label is rounded to this many significant digits (a sweep's learning_rate=0.0017692267954532756
+# reads 0.001769), more only where two groups' labels would otherwise read the same.
+LABEL_DIGITS = 4
+MAX_LABEL_DIGITS = 17  # a float's every digit
 UNSET = ""  # config_differences' value for a setting a run does not have
 
 
@@ -35,6 +39,7 @@ class RunGroup:
     id: int
     runs: list[Run]
     settings: list[tuple[str, str]] = field(default_factory=list)
+    digits: int = LABEL_DIGITS  # significant digits of a number in the label
 
     @property
     def header(self) -> str:
@@ -48,13 +53,14 @@ class RunGroup:
             return str(self.runs[0])
         if not self.settings:
             return f"{len(self.runs)} runs"
-        shown = ", ".join(f"{name}={readable(value)}" for name, value in self.settings[:LABEL_SETTINGS])
+        shown = ", ".join(f"{name}={readable(value, self.digits)}" for name, value in self.settings[:LABEL_SETTINGS])
         more = len(self.settings) - LABEL_SETTINGS
         return shown + (f" (+{more} more)" if more > 0 else "")
 
 
-def readable(value: str) -> str:
-    """A setting's value text (JSON) as a label shows it: strings without their quotes."""
+def readable(value: str, digits: int = MAX_LABEL_DIGITS) -> str:
+    """A setting's value text (JSON) as a label shows it: strings without their quotes, a fractional
+    number to `digits` significant digits (`0.0017692267954532756` -> `0.001769` with 4)."""
     if value == UNSET:
         return "(unset)"
     if value.startswith('"'):
@@ -62,7 +68,25 @@ def readable(value: str) -> str:
             return str(json.loads(value))
         except ValueError:
             return value
+    if any(c in value for c in ".eE"):  # a fraction (JSON's true has an e: float() refuses it)
+        try:
+            return f"{float(value):.{digits}g}"
+        except ValueError:
+            return value
     return value
+
+
+def _labels_told_apart(groups: list[RunGroup]) -> list[RunGroup]:
+    """Rounds the groups' numbers to LABEL_DIGITS unless that makes two labels read the same; then to
+    as many digits as tell them apart."""
+    def distinct(digits: int) -> int:
+        for group in groups:
+            group.digits = digits
+        return len({group.label for group in groups})
+
+    most = distinct(MAX_LABEL_DIGITS)  # labels that name only some settings may read alike anyway
+    next(digits for digits in range(LABEL_DIGITS, MAX_LABEL_DIGITS + 1) if distinct(digits) == most)
+    return groups
 
 
 def group_runs(runs: Sequence[Run], differences: list[tuple[str, list[str]]], *,
@@ -85,7 +109,7 @@ def group_runs(runs: Sequence[Run], differences: list[tuple[str, list[str]]], *,
         if group is None:
             group = groups[identity] = RunGroup(len(groups), [], list(zip(names, identity, strict=True)))
         group.runs.append(run)
-    return list(groups.values())
+    return _labels_told_apart(list(groups.values()))
 
 
 def grouping_choices(differences: list[tuple[str, list[str]]]) -> list[str]:

@@ -6,7 +6,7 @@ webapp/runs/run_sources.py)."""
 from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
-from django.db.models import prefetch_related_objects
+from django.db.models import Case, IntegerField, When, prefetch_related_objects
 from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -79,10 +79,14 @@ def _readable_from_sources(visible, runs: list, skip: set[int]) -> list:
     return runs
 
 
-def _choices(visible) -> list:
-    """The runs offered as checkboxes, with only what the list shows (no configs to decode)."""
+def _choices(visible, chosen: list) -> list:
+    """The runs offered as checkboxes, with only what the list shows (no configs to decode): the
+    compared ones first (a sweep's runs are rarely the newest 200), then the newest others."""
+    ids = [r.pk for r in chosen]
+    first = Case(When(pk__in=ids, then=0), default=1, output_field=IntegerField())
     return list(visible.select_related(None).select_related("task", "project")
-                .only("id", "name", "state", "task__name", "project__name")[:RUNS_PAGE_LIMIT])
+                .only("id", "name", "state", "task__name", "project__name")
+                .order_by(first, "-created_at", "-id")[:RUNS_PAGE_LIMIT + len(ids)])
 
 
 @require_GET
@@ -125,7 +129,10 @@ def run_compare(request):
         page.scrub(scrub_text)
     signed_in = all(r.pk in as_member for r in chosen)
     return render(request, "runs/compare.html", {
-        "chosen": chosen, "checked": set(ids), "choices": _choices(visible), **vars(page),
+        # Every compared run is ticked; those a source brings (a sweep's) are ticked and fixed: the
+        # source's hidden field brings them, and sending each as `runs=` would pass COMPARE_MAX_RUNS.
+        "chosen": chosen, "checked": set(ids), "from_source_ids": {r.pk for r in chosen} - set(ids),
+        "choices": _choices(visible, chosen), **vars(page),
         "by_column": page.by_column if len(page.columns) > DIFFERENCES_WIDE else None,
         "signed_in_reader": signed_in, "sources": sources, "from_sources": len(chosen) - len(ids),
         "band": band, "bands": [(b, BAND_LABELS[b]) for b in BANDS], "group_by": request.GET.get("group_by") or "",

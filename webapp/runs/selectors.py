@@ -1,15 +1,28 @@
 """Read-side queries for runs. Views and consumers fetch objects only through these scoped getters,
 so a stranger's id is a 404 everywhere, never a leak and never a bare `.get(id=)`."""
 
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import DurationField, ExpressionWrapper, F, IntegerField, OrderBy, Q, QuerySet
+from django.db.models import (
+    Case,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OrderBy,
+    Q,
+    QuerySet,
+    When,
+)
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Now
 from django.http import Http404
+from django.utils import timezone
 
 from webapp.json_keys import json_path
 from webapp.projects.models import Membership, Project, Role
@@ -159,7 +172,21 @@ def run_list_filtered(user, *, state: str = "", task=None, program=None, owner: 
 
 # SQLite multiplies a duration by an IntegerField only (not a PositiveSmallIntegerField).
 GPUS = ExpressionWrapper(F("gpus"), output_field=IntegerField())
-ELAPSED = ExpressionWrapper(Coalesce(F("finished_at"), Now()) - F("started_at"), output_field=DurationField())
+# A run's duration: from its start to its end, or, while it runs, to now; but a run trained elsewhere
+# (which Cohort only hears from) to its trainer's last post, its heartbeat, so a lost one stops
+# counting where its trainer stopped posting. `run_elapsed` is the same for one run in Python.
+LAST_HEARD = Case(When(~Q(origin=Run.ORIGIN_COHORT), then=F("heartbeat_at")), default=Now(),
+                  output_field=DateTimeField())
+ELAPSED = ExpressionWrapper(Coalesce(F("finished_at"), LAST_HEARD, Now()) - F("started_at"),
+                            output_field=DurationField())
+
+
+def run_elapsed(run: Run, now: dt.datetime | None = None) -> dt.timedelta | None:
+    """The run's duration as the runs table's ELAPSED column computes it; None before it started."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or (run.heartbeat_at if run.is_external else None) or now or timezone.now()
+    return end - run.started_at
 
 
 # Sort keys whose column can be empty: those runs come last either way. (NULLS LAST on a NOT NULL
