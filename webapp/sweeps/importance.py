@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.cache import cache
-from optuna.importance import FanovaImportanceEvaluator
 
 from webapp.sweeps.models import Sweep, Trial
 from webapp.sweeps.study import study_of
@@ -49,6 +48,10 @@ def fanova_main_effects(sweep: Sweep, trials: Sequence[Trial]) -> dict[str, floa
     if len(complete) < 2:
         return {}
     study = study_of(sweep, complete)
+    # Imported here: optuna.importance pulls in scikit-learn and scipy, seconds of every web process's
+    # start for a chart only a sweep page of ten complete trials asks for.
+    from optuna.importance import FanovaImportanceEvaluator
+
     evaluator = FanovaImportanceEvaluator(n_trees=FANOVA_TREES, seed=FANOVA_SEED)
     try:
         found = evaluator.evaluate(study)

@@ -4,12 +4,16 @@ built; and the dashboard's links into it (the top bar, the launch form's groups,
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from django.urls import reverse
 
 from trainer.config import GROUP_TITLES
+from webapp.manual import views
 from webapp.runs.catalog import catalog_sync
 from webapp.runs.models import Task
 
@@ -152,3 +156,32 @@ def test_the_form_groups_link_to_anchors_the_built_manual_has(docs_site):
     missing = [key for key in GROUP_TITLES if f'id="group-{key}"' not in html]
     assert not missing, f"the settings reference has no section for the groups {missing}"
     assert (docs_site / "tutorials" / "first-run" / "index.html").is_file()
+
+
+@pytest.mark.django_db
+def test_a_manual_being_built_says_so_and_reloads_until_it_is_there(client, settings, tmp_path, monkeypatch):
+    """While `make run` builds the manual beside the server (webapp/manual/building.py), every address of it
+    answers 503 with Retry-After and a page that reloads itself; once the builder is gone, "not built"."""
+    from webapp.manual import building
+
+    settings.COHORT_DOCS_DIR = tmp_path / "being-built"
+    monkeypatch.setattr(building, "MANUAL_BUILD_FILE", tmp_path / "var" / "manual-build.pid")
+    building.mark_building(os.getpid())  # a live process: this test's own
+    for path in ("/docs/", "/docs/reference/settings/", "/docs/search/search_index.json"):
+        response = client.get(path)
+        assert response.status_code == 503, path
+        assert response["Retry-After"] == str(views.BUILDING_RETRY_S)
+        assert "no-cache" in response["Cache-Control"]
+        text = body(response)
+        assert "The manual is being built" in text and "The manual is not built" not in text
+        assert f'<meta http-equiv="refresh" content="{views.BUILDING_RETRY_S}">' in text
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    building.mark_building(int(ended.stdout))  # a builder that is gone (a stack killed mid-build)
+    assert client.get("/docs/").status_code == 404 and "The manual is not built" in body(client.get("/docs/"))
+    building.clear_building()
+    assert not building.manual_being_built()
+    # Built while the file still names a live builder: the manual itself is served.
+    building.mark_building(os.getpid())
+    (tmp_path / "being-built").mkdir()
+    (tmp_path / "being-built" / "index.html").write_text("<h1>Cohort's manual</h1>")
+    assert client.get("/docs/").status_code == 200
