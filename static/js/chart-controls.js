@@ -107,6 +107,9 @@
       if (s.tokens) s.tokens.push(...data.steps.map(() => null));
     }
     div.dataset.points = String(Math.max(0, ...chart.series.map((s) => s.steps.length))); // what the model holds
+    // A chart that changes its shape (a flat "0 on every step" chart whose first non-zero value
+    // arrives) moves on the page: it is drawn at the next round even out of view.
+    if (chart.compactZero && traces.isCompact(chart) !== (div.dataset.compact === "true")) chart.mustDraw = true;
     scheduleFlush();
   }
 
@@ -125,7 +128,7 @@
   }
 
   function flush() {
-    const queue = [...page.charts.values()].filter((c) => c.undrawn && c.undrawn.size && c.inView);
+    const queue = [...page.charts.values()].filter((c) => c.undrawn && c.undrawn.size && (c.inView || c.mustDraw));
     let spent = 0;
     const next = () => {
       const chart = queue.shift();
@@ -143,6 +146,7 @@
   }
 
   function drawUndrawn(chart) {
+    chart.mustDraw = false;
     const pending = chart.undrawn;
     chart.undrawn = new Map();
     const yState = traces.shapeOf(traces.layoutFor(chart));
