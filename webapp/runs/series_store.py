@@ -30,6 +30,7 @@ from webapp.json_keys import json_key
 from webapp.runs.models import SeriesBlock, StepMetric
 
 BLOCK_STEPS = 256  # steps per block: a live page re-reads at most this many rows of the block it is in
+BLOCK_MAX = 2**31 - 1  # SeriesBlock.block is a PositiveIntegerField
 # The per-step metric whose running sum is "tokens seen" (trainer/run/loop.py reports it per step).
 TOKENS_KEY = "completion_tokens"
 
@@ -186,6 +187,9 @@ def _stored_blocks(run_id: int, blocks: tuple[int, int | None] | None) -> list[t
     the last of `blocks`, where given). On PostgreSQL in binary: its text form of bytea is hex, which
     took 6x longer to read (35 MB: 559 ms against 122)."""
     first, last = blocks if blocks is not None else (0, None)
+    # The block column is a 32-bit integer: a step range past it (to_step=2**62 from a URL) bounds nothing.
+    first = min(first, BLOCK_MAX)
+    last = None if last is None or last >= BLOCK_MAX else last
     if connection.vendor != "postgresql":
         query = SeriesBlock.objects.filter(run_id=run_id, block__gte=first)
         if last is not None:

@@ -69,7 +69,8 @@ def test_a_window_reads_only_what_it_asks_for_and_matches_the_rows(owner):
     run = make_run(owner)
     ingest_in_batches(run, range(1, 4 * BLOCK_STEPS), batch=200)
     whole = from_rows(run)
-    for lo, hi in ((1, 10), (250, 530), (BLOCK_STEPS, 2 * BLOCK_STEPS - 1), (700, None), (None, 300)):
+    for lo, hi in ((1, 10), (250, 530), (BLOCK_STEPS, 2 * BLOCK_STEPS - 1), (700, None), (None, 300),
+                   (0, 2**62), (2**62, None)):  # a range past the block column's 32 bits reads as unbounded
         window = from_blocks(run, from_step=lo, to_step=hi)
         for key, (steps, values) in window.items():
             keep = [i for i, s in enumerate(whole[key][0]) if (lo is None or s >= lo) and (hi is None or s <= hi)]
