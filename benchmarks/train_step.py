@@ -62,7 +62,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def group_advantages(rewards: list[float], eps: float = 1e-4) -> list[float]:
-    """(r - mean) / (std + eps) within one group; unbiased std; a constant group gets 0 (DESIGN.md)."""
+    """(r - mean) / (std + eps) within one group; unbiased std; a constant group gets 0 (docs/explanation/architecture.md)."""
     mean = statistics.fmean(rewards)
     std = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
     return [0.0 if std == 0.0 else (r - mean) / (std + eps) for r in rewards]

@@ -1,4 +1,4 @@
-"""Celery tasks: thin entry points that take ids and call services (DESIGN.md "How a run flows")."""
+"""Celery tasks: thin entry points that take ids and call services (docs/explanation/architecture.md "How a run flows")."""
 
 import datetime as dt
 import logging

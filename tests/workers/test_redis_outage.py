@@ -1,4 +1,4 @@
-"""A run survives Redis going away mid-run (DESIGN.md "How a run flows": the database is the source
+"""A run survives Redis going away mid-run (docs/explanation/architecture.md "How a run flows": the database is the source
 of truth, the websocket only notifies): every step is stored through the outage and the open page
 resyncs from its last seq. Real processes: a Celery worker, daphne, and a private Redis that gets
 SIGKILLed and restarted on its port. The trainer waits at its step gate for the steps the test allows.

@@ -1,6 +1,6 @@
 """Group-relative advantages: GRPO (and its batch-std and Dr. GRPO variants) and GDPO.
 
-Conventions (DESIGN.md, "Algorithm conventions"):
+Conventions (docs/explanation/algorithms.md):
 
 - groups are explicit: every function takes ``group_ids`` (one label per member, any order);
 - std is the unbiased one (ddof=1) and ``eps`` is added to every std: ``(r - mean) / (std + eps)``;

@@ -8,7 +8,7 @@ byte-level BPE tokenizer on a small corpus, builds a random `LlamaConfig` model 
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
 
-Why `initializer_range=0.5` (DESIGN.md, "Running"): with the usual 0.02 the frozen random `lm_head`
+Why `initializer_range=0.5` (docs/explanation/architecture.md, "Running"): with the usual 0.02 the frozen random `lm_head`
 keeps every logit near 0, so a LoRA adapter on the attention/MLP projections cannot move the output
 distribution (one-token supervised training saturates at p=0.05). With 0.5 the hidden states and the
 head are large enough for LoRA to reach p=1.0 in about 20 steps.

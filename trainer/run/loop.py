@@ -1,5 +1,5 @@
 """The training loop: one step = sample examples -> rollouts by strategy -> rewards -> propagation ->
-groups -> advantages -> LoRA update -> metrics (DESIGN.md "How a run flows", step 3).
+groups -> advantages -> LoRA update -> metrics (docs/explanation/architecture.md "How a run flows", step 3).
 
 The parts it trains are built from the config by `trainer.run.compose.build_run`; this module only
 runs them. Every random choice of a step is seeded from (config.seed, step), so a run resumed from a

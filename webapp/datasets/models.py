@@ -1,4 +1,4 @@
-"""Uploaded datasets and their rows (DESIGN.md "Data model").
+"""Uploaded datasets and their rows (docs/explanation/architecture.md "Data model").
 
 A dataset holds one *version* of its rows at a time. An upload is validated and imported by a
 Celery task; the new rows replace the old ones in one transaction, so a failed re-upload leaves the

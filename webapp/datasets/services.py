@@ -1,4 +1,4 @@
-"""Dataset uploads: preview, validation and the atomic import (DESIGN.md "Data model").
+"""Dataset uploads: preview, validation and the atomic import (docs/explanation/architecture.md "Data model").
 
 The admin, the Celery task and `manage.py import_dataset` all go through `dataset_import`:
 

@@ -1,4 +1,4 @@
-"""Projects: the unit of sharing (DESIGN.md "A lab's runs").
+"""Projects: the unit of sharing (docs/explanation/architecture.md "A lab's runs").
 
 Every run, experiment and alert rule belongs to one project. Every user has a personal project that
 only they see (`personal_of`); a lab's projects have members, each with one role:

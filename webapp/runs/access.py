@@ -1,4 +1,4 @@
-"""Who may do what to a run (DESIGN.md "A lab's runs"): read it, change it, share it.
+"""Who may do what to a run (docs/explanation/architecture.md "A lab's runs"): read it, change it, share it.
 
 - **Read**: site staff, any member of the run's project (viewer, member or admin), or a browser holding
   a share link to it (`LinkGrant`, which webapp/sharing puts on the request and on the websocket's scope).

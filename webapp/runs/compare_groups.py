@@ -3,7 +3,7 @@ except their seed (repeats of one configuration); or, on request, the runs that 
 value (`group_by=learning_rate`).
 
 Why: a sweep or an experiment repeats each configuration over seeds, and N lines per configuration
-hide what the seeds say together (DESIGN.md: runs that differ only in their seed are one group
+hide what the seeds say together (docs/explanation/architecture.md: runs that differ only in their seed are one group
 everywhere runs are compared, a mean and a bootstrap band). A group's identity is its
 settings as the configuration-differences table shows them (webapp/runs/series.py
 `config_differences`: the task, the program and every flattened config setting), minus the ones in

@@ -1,4 +1,4 @@
-"""Runs trained elsewhere (DESIGN.md "Runs trained elsewhere"): a trainer outside Cohort (TRL's
+"""Runs trained elsewhere (docs/explanation/architecture.md "Runs trained elsewhere"): a trainer outside Cohort (TRL's
 GRPOTrainer through cohort/trl.py, a plain PyTorch loop through the SDK) starts a run, logs its steps
 and finishes it through the logging API (webapp/api/logging_views.py).
 

@@ -1,4 +1,4 @@
-"""Programs, tasks, runs and everything a run records (DESIGN.md "Data model").
+"""Programs, tasks, runs and everything a run records (docs/explanation/architecture.md "Data model").
 
 A run's training events are keyed by (run, attempt, step): a resumed run is attempt n+1, and
 re-shipping a step that is already stored is a no-op (idempotent ingest).
@@ -141,7 +141,7 @@ class Run(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     # RESTRICT: a project with runs stays; deleting a user deletes their personal project and its runs together.
     project = models.ForeignKey("projects.Project", on_delete=models.RESTRICT, related_name="runs",
-                                help_text="Who sees the run: the project's members (DESIGN.md \"A lab's runs\").")
+                                help_text="Who sees the run: the project's members (docs/explanation/architecture.md \"A lab's runs\").")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     name = models.CharField(max_length=200, blank=True)
     config = models.JSONField(help_text="The validated trainer.config.RunConfig, as JSON; for a run trained "

@@ -1,6 +1,6 @@
 """What a run records at each step below its metrics: rollouts, the module calls inside them, their
 texts stored together (webapp/runs/texts.py), and module-level groups with their members
-(DESIGN.md "Data model"). Imported by webapp/runs/models.py, where every run model is reachable."""
+(docs/explanation/architecture.md "Data model"). Imported by webapp/runs/models.py, where every run model is reachable."""
 
 from django.db import models
 

@@ -46,7 +46,7 @@ def _queued_run(run_id: int) -> Run:
 
 @require_POST
 def queue_cancel(request, run_id: int):
-    # As every scoped getter answers a stranger (DESIGN.md, style 3): a run of another project is absent;
+    # As every scoped getter answers a stranger (docs/explanation/architecture.md, style 3): a run of another project is absent;
     # a reader who may not change it (a viewer, a member and another's run) gets a 403 with the reason.
     run = run_get_for_user(request.user, run_id)
     run_change_check(request.user, run)

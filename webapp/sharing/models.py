@@ -1,5 +1,5 @@
 """Share links (issue 42): a signed, unguessable, expiring, revocable capability that reads one run,
-or one compare view of runs, without an account (DESIGN.md "A lab's runs").
+or one compare view of runs, without an account (docs/explanation/architecture.md "A lab's runs").
 
 The link's token is `<id>.<secret>.<signature>`: the secret is 32 random bytes kept here, the
 signature an HMAC of both under the server's SECRET_KEY (Django's signing), so a forged or mistyped

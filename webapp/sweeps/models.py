@@ -1,4 +1,4 @@
-"""A sweep: a search over launch settings, run as Cohort runs (DESIGN.md "A lab's runs").
+"""A sweep: a search over launch settings, run as Cohort runs (docs/explanation/architecture.md "A lab's runs").
 
 A sweep is a study in Optuna's sense: its sampler proposes a configuration (a trial), Cohort queues one
 run per seed of it through the fair queue, and the runs' objective metric comes back as the trial's

@@ -1,6 +1,6 @@
 """Optuna decides; Cohort's rows remember. The study of a sweep is rebuilt from its Trial rows each time
 a decision is needed (the next configuration, whether to prune), with Optuna's real samplers and
-pruners, so no process holds state the database does not (DESIGN.md "A sweep is a study").
+pruners, so no process holds state the database does not (docs/explanation/architecture.md "A sweep is a study").
 
 Reproducible: the sampler of trial n is seeded from (the sweep's seed, n), so the same sweep seed and
 the same history propose the same configurations, whichever process asks.

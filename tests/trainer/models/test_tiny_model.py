@@ -20,7 +20,7 @@ def test_loads_through_from_pretrained(tiny_model_path):
     assert model.config.model_type == "llama"
     assert model.config.initializer_range == 0.5
     assert model.config.vocab_size == len(tokenizer)
-    # The random init really used the wide range (DESIGN.md: 0.02 cannot be moved by LoRA).
+    # The random init really used the wide range (docs/explanation/architecture.md: 0.02 cannot be moved by LoRA).
     assert 0.4 < model.lm_head.weight.std().item() < 0.6
     for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
         assert getattr(tokenizer, name) is not None

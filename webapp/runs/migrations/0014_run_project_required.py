@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='run',
             name='project',
-            field=models.ForeignKey(help_text='Who sees the run: the project\'s members (DESIGN.md "A lab\'s runs").', on_delete=django.db.models.deletion.RESTRICT, related_name='runs', to='projects.project'),
+            field=models.ForeignKey(help_text='Who sees the run: the project\'s members (docs/explanation/architecture.md "A lab\'s runs").', on_delete=django.db.models.deletion.RESTRICT, related_name='runs', to='projects.project'),
         ),
         migrations.AddIndex(
             model_name='run',
