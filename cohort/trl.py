@@ -59,20 +59,19 @@ import hashlib
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from transformers import TrainerCallback
+
+from cohort.trl_tokens import MAX_CAPTURES, trl_token_details
+from cohort.trl_tokens import text_of as _text
 
 # TRL's metric names beside Cohort's (trainer/algorithms/scoring.py), so a TRL run and a Cohort run of
 # the same task share their curves on the compare page. TRL's own names are kept too.
 _RENAMED = {"reward": "reward/mean", "frac_reward_zero_std": "zero_var_share", "eval_reward": "eval/reward/mean",
             "entropy": "tokens/entropy/mean"}
 MAX_STEP_TOKENS = 262_144  # per-token details of a step: about 6 MB of JSON, well under a post's 16 MiB
-MAX_TOKENS, MAX_PIECE = 32_768, 1_000  # the SDK's bounds (cohort/sdk/values.py) of one rollout
-DECIMALS = 4  # per-token numbers are sent rounded: 1e-4 nats is finer than the server keeps (float16)
-MAX_CAPTURES = 64  # forward passes of one optimizer step whose entropies are held until it ends
 
 
 def cohort_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
@@ -93,15 +92,6 @@ def cohort_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
     return {**numbers, **{k: v for k, v in renamed.items() if k not in numbers}}
 
 
-def _text(value: Any) -> str:
-    """A completion as text: TRL gives a string, or chat messages for conversational datasets."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "".join(str(m.get("content", "")) if isinstance(m, Mapping) else str(m) for m in value)
-    return str(value)
-
-
 def _prompt(value: Any) -> Any:
     """A prompt as the API takes it: text, or the chat messages (role and text content only)."""
     if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
@@ -117,24 +107,17 @@ def _number(value: Any) -> float | None:
 def token_pass(model: Any) -> dict[str, Any]:
     """Where the callback's per-token numbers come from, for the run's config (`token_details_pass`):
     the entropies from TRL's loss pass, in train mode, with the largest dropout probability that pass
-    applies: the model's dropout modules (PEFT's `lora_dropout`) and the dropouts its config sets
-    (Llama's and Qwen's `attention_dropout`); 0.0 where there are none (or no torch model).
+    applies (trainer.policy.lora.train_mode_dropout: PEFT's `lora_dropout`, Llama's and Qwen's
+    `attention_dropout`); 0.0 where there are none (or no torch model).
 
         >>> import torch
         >>> token_pass(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.05)))
         {'entropies': 'loss pass, train mode', 'train_mode_dropout': 0.05}
     """
-    rates = []
-    if callable(getattr(model, "modules", None)):
-        from torch.nn.modules.dropout import _DropoutNd  # TRL's torch: loaded by now
+    from trainer.policy.lora import train_mode_dropout  # TRL's torch and peft: loaded by now
 
-        rates = [float(m.p) for m in model.modules() if isinstance(m, _DropoutNd)]
-    get_base = getattr(model, "get_base_model", None)
-    config = getattr(get_base() if callable(get_base) else model, "config", None)
-    settings = config.to_dict() if callable(getattr(config, "to_dict", None)) else {}
-    rates += [float(v) for k, v in settings.items()
-              if ("dropout" in k or "pdrop" in k) and isinstance(v, int | float) and not isinstance(v, bool)]
-    return {"entropies": "loss pass, train mode", "train_mode_dropout": max(rates, default=0.0)}
+    dropout = train_mode_dropout(model) if callable(getattr(model, "modules", None)) else 0.0
+    return {"entropies": "loss pass, train mode", "train_mode_dropout": dropout}
 
 
 def trl_rollouts(prompts: list[Any], completions: list[Any], rewards: Mapping[str, list[Any]],
@@ -304,117 +287,3 @@ class CohortCallback(TrainerCallback):
                 continue
             budget -= len(detail["tokens"])
             rollout.update(detail)
-
-
-@dataclass
-class _Row:
-    """One completion of TRL's buffered batch, as trained on."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    advantage: float
-    logprobs: list[float] | None
-    entropies: list[float] | None
-
-    def __post_init__(self):
-        self.key = hash((tuple(self.prompt_ids), tuple(self.completion_ids)))  # rows alike are interchangeable
-
-
-def trl_token_details(trainer: Any, prompts: Sequence[Any], completions: Sequence[Any], advantages: Sequence[Any], *,
-                      captures: Sequence[tuple[Any, Any]] = (), pieces: dict[int, str] | None = None
-                      ) -> list[dict[str, list] | None]:
-    """Per entry of TRL's `_logs` (its prompts, completions, advantages): {"tokens", "logprobs"?,
-    "entropies"?} from the row of `trainer._buffered_inputs` it pairs with, or None (see the module's
-    docstring). `captures`: (input ids, entropies) of the loss's forward passes over those rows."""
-    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
-    pieces = {} if pieces is None else pieces
-    rows = _buffered_rows(trainer, tokenizer, captures)
-    # (completion text, advantage) -> row key -> the rows not taken yet: rows of one key are alike
-    # (same prompt and completion ids), so which of them an entry takes does not matter.
-    unused: dict[tuple[str, float], dict[int, list[int]]] = {}
-    for index, row in enumerate(rows):
-        text = tokenizer.decode(row.completion_ids, skip_special_tokens=True)
-        unused.setdefault((text, row.advantage), {}).setdefault(row.key, []).append(index)
-    details: list[dict[str, list] | None] = []
-    for prompt, completion, advantage in zip(prompts, completions, advantages, strict=True):
-        alike = unused.get((_text(completion), float(advantage)), {})
-        keys = list(alike)
-        if len(keys) > 1:  # that text twice, different: the row whose prompt holds this entry's
-            needle = _prompt_needle(prompt)
-            keys = [key for key in keys if needle and needle in tokenizer.decode(rows[alike[key][0]].prompt_ids,
-                                                                                 skip_special_tokens=True)]
-        if len(keys) != 1:  # none, or still two different completions of this text: neither is sent
-            details.append(None)
-            continue
-        index = alike[keys[0]].pop(0)
-        if not alike[keys[0]]:
-            del alike[keys[0]]
-        details.append(_detail(rows[index], tokenizer, pieces))
-    return details
-
-
-def _buffered_rows(trainer: Any, tokenizer: Any, captures: Sequence[tuple[Any, Any]]) -> list[_Row]:
-    """Every row of TRL's buffered batch, with the sampler's log-probs and the captured entropies."""
-    import torch  # TRL's
-
-    pad = getattr(tokenizer, "pad_token_id", None)
-    rows = []
-    for batch in getattr(trainer, "_buffered_inputs", None) or ():
-        prompt_ids, prompt_mask = batch["prompt_ids"].cpu(), batch["prompt_mask"].cpu()
-        completion_ids, completion_mask = batch["completion_ids"].cpu(), batch["completion_mask"].cpu()
-        width = completion_ids.size(1)
-        sampler = batch.get("sampling_per_token_logps")
-        sampler = sampler.detach().double().cpu() if sampler is not None else None
-        full = torch.cat([prompt_ids, completion_ids], dim=1)
-        entropy = next((e for ids, e in captures if ids.shape == full.shape and torch.equal(ids, full)), None)
-        entropy = entropy[:, -width:].double() if entropy is not None and entropy.size(1) >= width else None
-        for r in range(completion_ids.size(0)):
-            ids = completion_ids[r].tolist()
-            length = int(completion_mask[r].sum())
-            masked = length == 0  # TRL masks a truncated completion whole (mask_truncated_completions)
-            if masked:
-                length = len(ids)
-                while length and ids[length - 1] == pad:
-                    length -= 1
-            rows.append(_Row(
-                prompt_ids=prompt_ids[r][prompt_mask[r].bool()].tolist(), completion_ids=ids[:length],
-                advantage=float(batch["advantages"][r]),
-                logprobs=_rounded(sampler[r, :length], high=0.0) if sampler is not None else None,
-                entropies=_rounded(entropy[r, :length], low=0.0) if entropy is not None and not masked else None))
-    return rows
-
-
-def _rounded(values: Any, *, low: float = -math.inf, high: float = math.inf) -> list[float] | None:
-    """A row's per-token numbers (a float64 tensor) rounded, or None when one is NaN or out of bounds
-    beyond rounding (an entropy of -1e-7 is 0; a log-prob of 1e-7 is 0)."""
-    import torch
-
-    if not bool(torch.isfinite(values).all()):
-        return None
-    if values.numel() and (float(values.min()) < low - 1e-3 or float(values.max()) > high + 1e-3):
-        return None
-    return [v + 0.0 for v in torch.round(values, decimals=DECIMALS).clamp(min=low, max=high).tolist()]  # no -0.0
-
-
-def _detail(row: _Row, tokenizer: Any, pieces: dict[int, str]) -> dict[str, list] | None:
-    if not row.completion_ids or len(row.completion_ids) > MAX_TOKENS:
-        return None
-    for token in row.completion_ids:
-        if token not in pieces:
-            pieces[token] = tokenizer.decode([token], skip_special_tokens=False)
-    texts = [pieces[token] for token in row.completion_ids]
-    if any(len(text) > MAX_PIECE for text in texts):
-        return None
-    detail: dict[str, list] = {"tokens": texts}
-    if row.logprobs is not None:
-        detail["logprobs"] = row.logprobs
-    if row.entropies is not None:
-        detail["entropies"] = row.entropies
-    return detail
-
-
-def _prompt_needle(prompt: Any) -> str:
-    """What the decoded prompt must hold: the text prompt, or its last message's text."""
-    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], Mapping):
-        return _text(prompt[-1].get("content", ""))
-    return _text(prompt)
