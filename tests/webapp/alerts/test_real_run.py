@@ -36,6 +36,9 @@ def test_a_run_with_a_nan_loss_raises_nonfinite_once_and_finished_reaches_the_we
     assert losses == [None, None, None]  # the trainer's NaN, stored as null
     [nonfinite] = Alert.objects.filter(run=run, kind=Kind.NONFINITE)
     assert nonfinite.step == 1 and nonfinite.is_open and "not finite" in nonfinite.message
+    # The finished alert is written by a listener after the state change commits: the worker may not
+    # have written it yet when the run first reads as succeeded.
+    wait_for(lambda: Alert.objects.filter(run=run, kind=Kind.FINISHED).exists(), 60, "the finished alert", log)
     [finished] = Alert.objects.filter(run=run, kind=Kind.FINISHED)
     assert finished.step == 3
     wait_for(lambda: webhook_server.requests, 60, "the finished alert's webhook", log)
