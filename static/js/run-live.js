@@ -33,6 +33,8 @@
     retryMs: 1000,
     fetching: null,
     lastNoticeAt: Date.now(),
+    stateSince: 0, // when the state shown was learned: an HTTP answer asked for before it must not undo it
+    fetchAgain: false,
     closedForGood: false,
     heatmapAt: 0,
     axes: charts.state.axes, // step -> {t: seconds since the first stored step, tokens: completion tokens seen}
@@ -41,7 +43,11 @@
   };
   window.cohortRun = state; // read by the browser tests and handy in the console
 
-  function showState(runState, currentStep) {
+  // askedAt: when the HTTP request that carries this state was sent (a notice: now). A request sent
+  // before a status notice arrived can answer after it with the state from before; it is ignored.
+  function showState(runState, currentStep, askedAt = Date.now()) {
+    if (askedAt < state.stateSince) return;
+    state.stateSince = askedAt;
     const was = state.runState;
     state.runState = runState;
     status.showState(runState, currentStep);
@@ -114,6 +120,7 @@
   // The first load: every series, downsampled on the server when longer than MAX_POINTS.
   async function loadOverview({ always = false } = {}) {
     try {
+      const askedAt = Date.now();
       const response = await fetch(`${live.metrics_url}?max_points=${MAX_POINTS}`, { credentials: "same-origin" });
       if (!response.ok) { say(`Could not load metrics (HTTP ${response.status}); retrying.`); return; }
       const page = await response.json();
@@ -123,7 +130,7 @@
         charts.drawSeries(page.series);
         state.lastSeq = page.last_seq;
       }
-      showState(page.state, page.current_step);
+      showState(page.state, page.current_step, askedAt);
       status.showBest(page.best_reward);
     } catch (err) {
       say("Could not load metrics; retrying.");
@@ -135,21 +142,25 @@
     return sections.loadHeatmaps(live.heatmap_url, charts.openStep);
   }
 
-  // Loads every stored point after the last seq seen; concurrent callers share one request chain.
+  // Loads every stored point after the last seq seen; concurrent callers share one request chain,
+  // which asks once more when a caller came after its last request was sent (a status notice: the
+  // run's final steps may have been stored after that request).
   function refetch() {
-    if (state.fetching) return state.fetching;
+    if (state.fetching) { state.fetchAgain = true; return state.fetching; }
     state.fetching = (async () => {
+      const before = state.lastSeq;
       try {
         for (;;) {
+          state.fetchAgain = false;
+          const askedAt = Date.now();
           const response = await fetch(`${live.metrics_url}?after=${state.lastSeq}`, { credentials: "same-origin" });
           if (!response.ok) { say(`Could not load metrics (HTTP ${response.status}); retrying.`); return false; }
           const page = await response.json();
-          const before = state.lastSeq;
           charts.absorbAxes(page.axes);
           accept(page.points.filter((p) => p.seq > state.lastSeq));
-          showState(page.state, page.current_step);
+          showState(page.state, page.current_step, askedAt);
           status.showBest(page.best_reward);
-          if (page.complete) return state.lastSeq > before;
+          if (page.complete && !state.fetchAgain) return state.lastSeq > before;
         }
       } catch (err) {
         say("Could not load metrics; retrying.");
