@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 def queue(args):
     from django.contrib.auth import get_user_model
 
-    from trainer.config import RunConfig
     from webapp.experiments.services import experiment_create
-    from webapp.runs.catalog import catalog_sync
-    from webapp.runs.launch import config_defaults
+    from webapp.runs.launch.catalog import catalog_sync
+    from webapp.runs.launch.check import launch_check
+    from webapp.runs.launch.defaults import config_defaults
 
     catalog_sync()
     task = _hotpot_task() if args.task == "hotpot-bettertogether" else _builtin_task(args.task)
@@ -87,9 +87,9 @@ def queue(args):
         if value is not None:
             values[field] = value
     values.update(eval_every=values["steps"], checkpoint_every=values["steps"])
-    config = RunConfig.from_dict(values)
-    return experiment_create(owner=owner, task=task, config=config, seeds=args.seeds,
-                             name=f"{task.title}, SmolLM2-135M ({args.seeds} seeds, {config.steps} steps)")
+    base = launch_check(owner, task=task, values=values)
+    return experiment_create(base, seeds=args.seeds,
+                             name=f"{task.title}, SmolLM2-135M ({args.seeds} seeds, {base.config.steps} steps)")
 
 
 def _builtin_task(name: str):

@@ -144,7 +144,7 @@ def main() -> None:
         stack.start()
         try:
             token = stack.user_and_token(USER, PASSWORD)
-            stack.manage_shell("from webapp.runs.catalog import builtin_tasks_sync; builtin_tasks_sync()")
+            stack.manage_shell("from webapp.runs.launch.catalog import builtin_tasks_sync; builtin_tasks_sync()")
             results = {}
             with sync_playwright() as p, LoadSampler() as load:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])

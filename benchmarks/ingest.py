@@ -72,13 +72,14 @@ def make_run(username: str = "bench"):
     """A user, a program, a task and a fresh run to store steps under."""
     from django.contrib.auth import get_user_model
 
+    from webapp.projects.services import personal_project_ensure
     from webapp.runs.models import Program, Run, Task
 
     user = get_user_model().objects.get_or_create(username=username)[0]
     program = Program.objects.get_or_create(name="bench-chain", defaults={"title": "Bench chain",
                                                                          "modules": list(MODULES)})[0]
     task = Task.objects.get_or_create(name="bench-task", defaults={"title": "Bench task", "program": program})[0]
-    return Run.objects.create(owner=user, task=task, config={"steps": 1}, state=Run.State.RUNNING, total_steps=1)
+    return Run.objects.create(owner=user, project=personal_project_ensure(user), task=task, config={"steps": 1}, state=Run.State.RUNNING, total_steps=1)
 
 
 # --- The step event -----------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def row_count(event: dict[str, Any]) -> int:
 
 
 def time_ingest(event: dict[str, Any]) -> tuple[float, int]:
-    from webapp.runs.ingest import step_events_ingest
+    from webapp.runs.ingest.store import step_events_ingest
 
     run = make_run()
     start = time.perf_counter()
@@ -258,8 +259,8 @@ def time_ingest(event: dict[str, Any]) -> tuple[float, int]:
 
 def time_copy(conn: psycopg.Connection, event: dict[str, Any]) -> tuple[float, int]:
     """The floor: COPY of row tuples built beforehand, plus compressing each example's call texts,
-    which is part of producing the bytes this layout stores (webapp/runs/texts.py), so it is timed."""
-    from webapp.runs.texts import encode_texts
+    which is part of producing the bytes this layout stores (webapp/runs/ingest/texts.py), so it is timed."""
+    from webapp.runs.ingest.texts import encode_texts
 
     run = make_run()
     rows = copy_rows(conn, run.pk, event)

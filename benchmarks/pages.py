@@ -111,7 +111,8 @@ def paper_step_event(step: int, rng: random.Random) -> dict:
 def seed(steps: int):
     from django.contrib.auth import get_user_model
 
-    from webapp.runs.ingest import step_events_ingest
+    from webapp.projects.services import personal_project_ensure
+    from webapp.runs.ingest.store import step_events_ingest
     from webapp.runs.models import ModuleCall as CallRow
     from webapp.runs.models import Program, Rollout, Run, Task
 
@@ -119,7 +120,7 @@ def seed(steps: int):
     program = Program.objects.create(name="bench-hover", title="Bench HoVer",
                                      modules=["create_query", "summarize", "verify"])
     task = Task.objects.create(name="bench-hover", title="Bench HoVer", program=program)
-    paper = Run.objects.create(owner=user, task=task, name="paper scale", state=Run.State.SUCCEEDED, total_steps=steps,
+    paper = Run.objects.create(owner=user, project=personal_project_ensure(user), task=task, name="paper scale", state=Run.State.SUCCEEDED, total_steps=steps,
                                config={"strategy": "grpo", "padding": "fill", "group_size": ROLLOUTS,
                                        "rewards": [{"name": n, "weight": 1.0} for n in REWARDS]})
     rng = random.Random(0)
@@ -129,7 +130,7 @@ def seed(steps: int):
         print(f"\r  seeded {min(first + STEPS_PER_INGEST - 1, steps)}/{steps} steps "
               f"({time.perf_counter() - started:.0f} s)", end="", flush=True)
     print()
-    mhgpo = Run.objects.create(owner=user, task=task, name="mhgpo step", state=Run.State.SUCCEEDED, total_steps=1,
+    mhgpo = Run.objects.create(owner=user, project=personal_project_ensure(user), task=task, name="mhgpo step", state=Run.State.SUCCEEDED, total_steps=1,
                                config={"strategy": "mhgpo", "sampling": "fof", "group_size": 4})
     step_events_ingest(mhgpo, [mhgpo_step_event(1)])
     for run in (paper, mhgpo):

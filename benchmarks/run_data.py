@@ -5,7 +5,7 @@ dropped at the end), runs of 750, 7,500 and 75,000 steps whose steps carry the 5
 three-module run (reward and its components, per-module format penalty, parse rate, group variance,
 similarity, zero-variance share and advantage resolution, the optimizer's, sampling's, the system's and
 the per-token ones), stored through the real ingest (`step_events_ingest`, 250 steps a call), which
-writes the column blocks (webapp/runs/series_store.py) as it goes.
+writes the column blocks (webapp/runs/charts/blocks.py) as it goes.
 
 Then, per run, in-process with Django's test client (views, middleware and encoding included):
 
@@ -69,10 +69,11 @@ def step_metrics(step: int, rng: random.Random) -> dict[str, float]:
 
 
 def seed(user, task, steps: int):
-    from webapp.runs.ingest import step_events_ingest
+    from webapp.projects.services import personal_project_ensure
+    from webapp.runs.ingest.store import step_events_ingest
     from webapp.runs.models import Run
 
-    run = Run.objects.create(owner=user, task=task, name=f"{steps} steps", state=Run.State.SUCCEEDED,
+    run = Run.objects.create(owner=user, project=personal_project_ensure(user), task=task, name=f"{steps} steps", state=Run.State.SUCCEEDED,
                              total_steps=steps, config={})
     rng = random.Random(steps)
     started = time.perf_counter()
@@ -88,8 +89,8 @@ def overview_before(run) -> dict:
     """The overview as computed before the blocks: every row read and decoded, then thinned."""
     import numpy as np
 
+    from webapp.runs.charts.series import Series, series_payload
     from webapp.runs.models import StepMetric
-    from webapp.runs.series import Series, series_payload
 
     per_key: dict[str, dict[int, float | None]] = {}
     rows = StepMetric.objects.filter(run=run).order_by("seq").values_list("step", "created_at", "metrics")

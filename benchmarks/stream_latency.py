@@ -9,8 +9,8 @@ run. A websocket client (the `websockets` library's synchronous client, see `Not
 browser reads apart from the worker.
 
 Per step, as the supervisor does it: `step_events_ingest(run, [a small step event])` commits (2
-questions x 4 rollouts x 3 calls); t0; the step notice goes out through `workers.supervisor.notify`
-(channel layer group_send to `run-<id>`, daphne's consumer forwards it); the latency is the moment
+questions x 4 rollouts x 3 calls): t0; on that commit the ingest sends the step notice (channel layer
+group_send to `run-<id>`, daphne's consumer forwards it); the latency is the moment
 the client reads the notice with that seq, minus t0. One step at a time: the next is stored once the
 previous notice arrived (or after --timeout, counted as lost). The first --warmup steps (new
 connections, first-call imports) are not counted. Target: p95 < 100 ms.
@@ -124,22 +124,21 @@ class NoticeClient:
 
 
 def store_and_notify(run, event) -> tuple[int, float, float]:
-    """The supervisor's ship(): store the step, then notify. Returns (seq, t0 = just after commit,
-    the moment notify() returned)."""
-    from webapp.runs.ingest import step_events_ingest
-    from webapp.runs.messages import StepNotice
-    from workers.supervisor import notify
+    """The supervisor's ship(): the ingest stores the step and, on its commit, sends the step notice.
+    Returns (seq, t0 = the commit, the moment the ingest returned, its notice sent)."""
+    from django.db import transaction
 
-    (metric,) = step_events_ingest(run, [event])  # returns after its transaction committed
-    t0 = time.perf_counter()
-    notice: StepNotice = {"type": "step", "run": run.pk, "seq": metric.seq, "step": metric.step,
-                          "metrics": metric.metrics}
-    notify(run.pk, notice)
-    return metric.seq, t0, time.perf_counter()
+    from webapp.runs.ingest.store import step_events_ingest
+
+    committed = []
+    with transaction.atomic():  # the first commit callback: the ingest's notices are sent after it
+        transaction.on_commit(lambda: committed.append(time.perf_counter()))
+        (metric,) = step_events_ingest(run, [event])
+    return metric.seq, committed[0], time.perf_counter()
 
 
 def measure(run, client: NoticeClient, steps: int, warmup: int, timeout_s: float) -> tuple[list[float], list[float], int]:
-    """Latencies in ms of the counted steps, how long notify() itself took (ms), and how many
+    """Latencies in ms of the counted steps, how long sending the notice took after the commit (ms), and how many
     notices never arrived."""
     events = [mhgpo_step_event(step, questions=2, seed=step) for step in range(1, warmup + steps + 1)]
     latencies, sending, lost = [], [], 0
@@ -204,7 +203,7 @@ def main() -> None:
     p50, p95 = statistics.median(latencies), percentile(latencies, 95)
     print(f"{len(latencies)} steps ({args.warmup} warm-up steps not counted), notices lost: {lost}")
     print(f"commit -> websocket notice: p50 {p50:.1f} ms  p95 {p95:.1f} ms  max {max(latencies):.1f} ms")
-    print(f"  of which notify() until it returned (the supervisor's side): p50 {statistics.median(sending):.1f} ms  "
+    print(f"  of which the commit until the ingest returned, its notice sent (the supervisor's side): p50 {statistics.median(sending):.1f} ms  "
           f"p95 {percentile(sending, 95):.1f} ms")
     verdict = "met" if p95 < TARGET_P95_MS and not lost else "NOT met"
     print(f"target p95 < {TARGET_P95_MS:.0f} ms (and no notice lost): {verdict}")

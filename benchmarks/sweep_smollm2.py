@@ -30,8 +30,8 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 CREATE = """
 import json
 from django.contrib.auth import get_user_model
-from trainer.config import RunConfig
-from webapp.runs.launch import config_defaults
+from webapp.runs.launch.check import launch_check
+from webapp.runs.launch.defaults import config_defaults
 from webapp.runs.models import Task
 from webapp.sweeps.plan import SweepSpec
 from webapp.sweeps.services import sweep_create
@@ -40,7 +40,7 @@ task = Task.objects.get(name="toy_format")
 values = config_defaults(task, model="builtin:smollm2-135m-instruct")
 values.update(steps={steps}, eval_every=0, checkpoint_every=0)
 spec = SweepSpec(space={{"learning_rate": {rates}}}, method="grid", seeds={seeds}, parallel=1)
-sweep = sweep_create(owner=user, task=task, config=RunConfig.from_dict(values), spec=spec, name="SmolLM2 toy_format: learning rate x 2 seeds")
+sweep = sweep_create(launch_check(user, task=task, values=values), spec=spec, name="SmolLM2 toy_format: learning rate x 2 seeds")
 print("SWEEP=" + str(sweep.pk))
 """
 

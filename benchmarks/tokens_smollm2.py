@@ -27,22 +27,22 @@ PASSWORD = "tokens-screenshot"
 
 CREATE = """
 from django.contrib.auth import get_user_model
-from trainer.config import RunConfig
-from webapp.runs.launch import config_defaults
+from webapp.runs.launch.check import launch_check
+from webapp.runs.launch.defaults import config_defaults
 from webapp.runs.models import Task
 from webapp.runs.services import run_create
 user = get_user_model().objects.create_superuser("researcher", password="{password}")
 task = Task.objects.get(name="toy_format")
 values = config_defaults(task, model="builtin:smollm2-135m-instruct")
 values.update(steps={steps}, eval_every=0, checkpoint_every=0, learning_rate=2e-4, token_details="all")
-run = run_create(owner=user, task=task, config=RunConfig.from_dict(values), name="SmolLM2 toy_format, token by token")
+run = run_create(launch_check(user, task=task, values=values), name="SmolLM2 toy_format, token by token")
 print("RUN=" + str(run.pk))
 """
 
 REPORT = """
 import json
 from webapp.runs.models import Run
-from webapp.runs.token_reads import step_forks
+from webapp.runs.inspector.token_reads import step_forks
 run = Run.objects.get(pk={run})
 steps = [(s.step, {{k: v for k, v in s.metrics.items() if k.startswith("tokens/") or k == "reward/mean"}})
          for s in run.step_metrics.order_by("step")]
@@ -78,7 +78,7 @@ def screenshot(stack: Stack, run_id: int, attempt: int, fork: dict) -> None:
         page.fill("input[name=password]", PASSWORD)
         page.click("button[type=submit], input[type=submit]")
         page.wait_for_url(lambda url: "/login/" not in url)
-        # The inspector at the fork, as a row of the step's forks table links to it (webapp/runs/token_present.py).
+        # The inspector at the fork, as a row of the step's forks table links to it (webapp/runs/inspector/token_cells.py).
         query = urlencode({"example": fork["example"], "attempt": attempt, "rollout": fork["rollout"],
                            "call": fork["position"], "token": fork["token"]})
         page.goto(f"{stack.url}/runs/{run_id}/steps/{fork['step']}/trajectories?{query}")

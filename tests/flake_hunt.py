@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The load tests too (issue 43): a crowd of posts at once, writers taking turns across processes, and a
 # trainer killed mid-run are exactly what a busier machine times differently.
 DEFAULT_TESTS = ["tests/workers", "tests/browser", "tests/webapp/api/test_schema_fuzz.py", "tests/webapp/test_overload.py",
-                 "tests/webapp/db", "tests/webapp/runs/test_lost.py"]
+                 "tests/webapp/db", "tests/webapp/runs/ingest/test_lost.py"]
 HOG = "while True: pass"
 
 

@@ -10,7 +10,3 @@ The packages, from the top of the house down (docs/explanation/architecture.md; 
 - `config/`: `RunConfig`, the one place a setting is declared;
 - `rewards/`, then `rollouts/` (trajectories, prompts, sampling), `plugins`, `data`.
 """
-
-from trainer import _moved
-
-_moved.install()  # the import paths of before the packages keep working, with a DeprecationWarning

@@ -157,10 +157,3 @@ class PluginGroup:
                 continue
             loaded[name] = Loaded(name, dist, value)
         return loaded, unavailable
-
-
-def __getattr__(name: str):
-    # unavailable_plugins moved to trainer.catalog: the loader knows nothing of the registries it serves.
-    from trainer import _moved
-
-    return _moved.moved_name(__name__, name)

@@ -23,7 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from webapp.body_limit import BodySizeLimit  # noqa: E402
-from webapp.runs.routing import websocket_urlpatterns as run_routes  # noqa: E402
+from webapp.runs.live.routing import websocket_urlpatterns as run_routes  # noqa: E402
 from webapp.sharing.middleware import ShareGrantASGIMiddleware  # noqa: E402
 from webapp.sweeps.routing import websocket_urlpatterns as sweep_routes  # noqa: E402
 

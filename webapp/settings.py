@@ -259,7 +259,7 @@ COHORT_WORKER_GPU_COUNT = env.int("COHORT_WORKER_GPU_COUNT", default=None)
 # A run whose supervisor has not sent a heartbeat for this long is marked interrupted (resumable).
 COHORT_HEARTBEAT_TIMEOUT_S = env.int("COHORT_HEARTBEAT_TIMEOUT_S", default=60)
 # A run trained elsewhere whose trainer has posted nothing for this long (seconds) is marked lost
-# (webapp/runs/lost.py); its next post reopens it.
+# (webapp/runs/ingest/lost.py); its next post reopens it.
 COHORT_EXTERNAL_STALE_AFTER = env.int("COHORT_EXTERNAL_STALE_AFTER", default=3600)
 
 # --- Auth -----------------------------------------------------------------------------------

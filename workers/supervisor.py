@@ -29,10 +29,10 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from trainer.run.cli import STOP_FILE
 from webapp.datasets.export import ExportError, task_export
 from webapp.limits.model_allowlist import trainer_environment
-from webapp.runs.ingest import step_events_ingest
-from webapp.runs.messages import notice_send, status_notice, step_notices_send
+from webapp.runs.ingest.prompt_phase import run_record_prompt_events
+from webapp.runs.ingest.store import step_events_ingest
+from webapp.runs.live.notices import notice_send
 from webapp.runs.models import Run
-from webapp.runs.prompt_phase import run_record_prompt_events
 from webapp.runs.services import (
     run_directory,
     run_discard_steps_after,
@@ -55,10 +55,6 @@ HEARTBEAT_EVERY_S = 5.0
 DATABASE_RETRY_S = 1.0
 
 T = TypeVar("T")
-
-
-def run_dir_for(run_id: int) -> Path:
-    return run_directory(run_id)
 
 
 class EventTail:
@@ -99,15 +95,10 @@ def with_database(what: str, operation: Callable[[], T]) -> T:
             time.sleep(DATABASE_RETRY_S)
 
 
-def notify(run_id: int, message: dict[str, Any]) -> None:
-    """A step or status notice to the run page's watchers (best effort, see `notice_send`)."""
-    notice_send(run_id, message)
-
-
 class Supervisor:
     def __init__(self, run: Run):
         self.run = run
-        self.run_dir = run_dir_for(run.pk)
+        self.run_dir = run_directory(run.pk)
         self.tail = EventTail(self.run_dir / "events.jsonl")
         self.final_status: dict[str, Any] | None = None
         self.last_heartbeat = 0.0
@@ -164,9 +155,8 @@ class Supervisor:
             if event.get("type") == "status" and event.get("state") != "running":
                 self.final_status = event
         if prompts is not None:  # phase 1's progress: the page redraws its trials and chosen prompts
-            notify(self.run.pk, {"type": "prompts", "run": self.run.pk, **prompts})
-        step_notices_send(self.run.pk, stored)
-        return bool(stored)
+            notice_send(self.run.pk, {"type": "prompts", "run": self.run.pk, **prompts})
+        return bool(stored)  # the ingest told the run's pages on its commit
 
     def heartbeat(self) -> str | None:
         try:
@@ -216,7 +206,7 @@ class Supervisor:
     def finish_early(self, state: str, error: str) -> str:
         """Ends a run that could not start training (its data is missing, for instance)."""
         with_database(f"recording run {self.run.pk} {state}", lambda: run_finish(self.run, state, error=error))
-        return self.notify_status()
+        return self.final_state()
 
     def finish(self, returncode: int) -> str:
         status = (self.final_status or {}).get("state")
@@ -231,11 +221,11 @@ class Supervisor:
             state = Run.State.FAILED
             error = (self.final_status or {}).get("error") or self._stderr_tail() or f"trainer exited with {returncode}"
         with_database(f"recording run {self.run.pk} {state}", lambda: run_finish(self.run, state, error=error))
-        return self.notify_status()
+        return self.final_state()
 
-    def notify_status(self) -> str:
+    def final_state(self) -> str:
+        """The state the run ended in (its pages heard it from the state change itself)."""
         with_database(f"reading run {self.run.pk}", self.run.refresh_from_db)
-        notify(self.run.pk, status_notice(self.run))
         return self.run.state
 
     def _stderr_tail(self, limit: int = 4000) -> str:
@@ -253,8 +243,6 @@ def supervise_next(worker_name: str) -> str:
     if run is None:
         with_database("waking a worker that fits", lambda: wake_worker_that_fits(worker_name, gpu_mem, gpu_count))
         return "not claimed"
-    # An open run page sees queued -> running without reloading.
-    notify(run.pk, status_notice(run))
     return Supervisor(run).supervise()
 
 

@@ -50,7 +50,7 @@ def reap_stale_runs_task() -> list[int]:
     """Marks runs whose worker stopped sending heartbeats `interrupted` (resumable), and runs trained
     elsewhere whose trainer stopped posting `lost`; their ids. Then every running sweep takes a step."""
     from webapp.alerts.services import check_stalled
-    from webapp.runs.lost import external_runs_mark_lost
+    from webapp.runs.ingest.lost import external_runs_mark_lost
     from webapp.runs.services import runs_reap_stale
     from webapp.sweeps.services import sweeps_advance_running
 

@@ -26,7 +26,7 @@ def client_id_text(value: Any) -> str:
 
 SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 TAG = re.compile(r"[a-z0-9][a-z0-9._-]*")
-MAX_TAGS, MAX_TAG_CHARS = 20, 40  # the launch form's limits (webapp/runs/forms.py)
+MAX_TAGS, MAX_TAG_CHARS = 20, 40  # the launch form's limits (webapp/runs/launch/forms.py)
 MAX_TASK, MAX_NAME, MAX_NOTES, MAX_ORIGIN = 100, 200, 20_000, 40
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_TOTAL_STEPS = 10_000_000

@@ -1,6 +1,6 @@
 // Run comparison: one chart per chosen metric, drawn through chart-controls.js (smoothing, log y, x by
 // step / wall time / tokens seen, synced hover, remembered legend). Runs that differ only in their seed
-// come as groups, computed on the server (webapp/runs/compare_series.py): a group of several runs is
+// come as groups, computed on the server (webapp/runs/charts/compare.py): a group of several runs is
 // one mean curve with its band (data.band: a bootstrap CI, min-max or std) whose hover names its runs;
 // a run alone in its group is one trace, downsampled on the server like the run page, and clicking one
 // of its points opens that run's step. One color per group (per run with band "none") on every chart.

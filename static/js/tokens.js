@@ -1,5 +1,5 @@
 // The trajectory inspector token by token (issue 45). The page embeds the tokens of every call that
-// stored per-token details ("token-data", webapp/runs/token_present.py): per token [piece, entropy,
+// stored per-token details ("token-data", webapp/runs/inspector/token_cells.py): per token [piece, entropy,
 // log-prob, |sampler - trainer|, share of the advantage, sampler log-prob, trainer log-prob], the
 // alternatives kept at its forks as [piece, probability, whether it is the sampled one] (the server
 // tells by token id), and its byte tokens: a token that is part of a multi-byte character comes as its

@@ -9,7 +9,8 @@ from tests.webapp.alerts.test_real_run import NAN_REWARDS
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config, wait_for_state
 from webapp.alerts.models import Alert, AlertRule, Kind
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_create
 
@@ -17,7 +18,7 @@ NEUTRAL = ("what the alert badge, the alerts list, the run page's alerts panel a
            "in a real browser, and an alert pushed to an open page; firing at ingest (one open alert per "
            "rule and run), saving rules (select_for_update), marking seen and the pushed notice are tested "
            "on both backends in tests/webapp/alerts/test_evaluation.py, tests/webapp/alerts/test_views.py "
-           "and tests/webapp/runs/test_consumers.py, a real worker's training and ingest in "
+           "and tests/webapp/runs/live/test_consumers.py, a real worker's training and ingest in "
            "tests/workers/test_run_train.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral
 def test_a_nan_loss_shows_as_an_alert_in_the_badge_the_list_and_the_run_page(
         page, screenshot, asgi_server, celery_worker_process, make_user, test_plugins):
     alice = make_user("alice", password="a-long-test-password")
-    run = run_create(owner=alice, task=make_task(), config=toy_config(steps=2, rewards=NAN_REWARDS), name="nan-run")
+    run = run_create(Launch(owner=alice, task=make_task(), config=toy_config(steps=2, rewards=NAN_REWARDS)), name="nan-run")
     run = wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=celery_worker_process.log_path)
     assert run.state == Run.State.SUCCEEDED, run.error
     log_in(page, asgi_server, "alice", "a-long-test-password")

@@ -15,7 +15,7 @@ from webapp.runs.models import Run, StepMetric
 NEUTRAL = ("the chart toolbar's drawing in a real browser (smoothing, log y, x axis, synced hover, full "
            "width, remembered legend and settings); the series, wall-time and tokens-seen axes and the "
            "compare page's queries it draws from (KeyTransform, jsonb_object_keys on PostgreSQL) are tested "
-           "on both backends in tests/webapp/runs/test_series_views.py, the stored preferences (a JSON "
+           "on both backends in tests/webapp/runs/charts/test_series_views.py, the stored preferences (a JSON "
            "field) in tests/webapp/prefs/test_views.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,7 @@ from webapp.runs.models import Run
 
 NEUTRAL = ("the compare page's bands drawn by Plotly in a real browser; the groups, the bands' numbers and "
            "the queries they come from (JsonNumber, EpochSeconds) are tested on both backends in "
-           "tests/webapp/runs/test_compare_groups.py")
+           "tests/webapp/runs/charts/test_compare_groups.py")
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 STEPS = 12

@@ -8,12 +8,12 @@ import pytest
 from tests.browser.session import log_in, off_playwright_thread
 from tests.webapp.runs.factories import make_multihop_task
 from webapp.experiments.models import Experiment
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 
 NEUTRAL = ("the Experiment page's launch button and its table filling in, in a real browser; queueing the "
            "arms through the fair queue (all or nothing) and the table's scores from stored evaluations are "
            "tested on both backends in tests/webapp/experiments/test_experiments.py, the compare page in "
-           "tests/webapp/runs/test_series_views.py")
+           "tests/webapp/runs/charts/test_series_views.py")
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("test_plugins")]
 

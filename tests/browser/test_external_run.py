@@ -12,8 +12,8 @@ from django.utils import dateformat, timezone
 from tests.browser.session import PASSWORD, log_in, off_playwright_thread
 from tests.suites import UI_ONLY
 from webapp.api.services import token_create
-from webapp.runs.external import external_run_start, external_steps_log
-from webapp.runs.lost import external_runs_mark_lost
+from webapp.runs.ingest.external import external_run_start, external_steps_log
+from webapp.runs.ingest.lost import external_runs_mark_lost
 from webapp.runs.models import Group, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]

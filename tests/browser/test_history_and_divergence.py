@@ -5,16 +5,16 @@ import pytest
 
 from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
-from webapp.runs.divergence import grid_divergence
-from webapp.runs.history import example_history
-from webapp.runs.inspect import trajectory_grid
+from webapp.runs.inspector.divergence import grid_divergence
+from webapp.runs.inspector.history import example_history
+from webapp.runs.inspector.steps import trajectory_grid
 from webapp.runs.models import Run
 
 NEUTRAL = ("the example history's charts and visits table and the inspector's divergence marks as drawn in a "
            "real browser, compared with example_history() and grid_divergence() run by the test on the same "
            "database; the history's aggregations and the inspector's queries are tested on both backends in "
-           "tests/webapp/runs/test_history.py, tests/webapp/runs/test_divergence.py and "
-           "tests/webapp/runs/test_inspect_views.py")
+           "tests/webapp/runs/inspector/test_history.py, tests/webapp/runs/inspector/test_divergence.py and "
+           "tests/webapp/runs/inspector/test_views.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 STEPS = range(1, 7)

@@ -12,13 +12,13 @@ from tests.webapp.runs.seeding import (
     make_run,
     mhgpo_step_event,
 )
+from webapp.runs.ingest.texts import fill_call_texts
 from webapp.runs.models import Group, Rollout, Run
-from webapp.runs.texts import fill_call_texts
 
 NEUTRAL = ("the trajectory grid, group page, fork tree, rollout errors, heatmaps, downsampled and zoomed "
            "charts and the compare page as drawn and driven in a real browser; the queries behind them are "
-           "tested on both backends in tests/webapp/runs/test_inspect_views.py (grid, groups, forks, errors) "
-           "and tests/webapp/runs/test_series_views.py (downsampling, zoom ranges, heatmaps, compare)")
+           "tested on both backends in tests/webapp/runs/inspector/test_views.py (grid, groups, forks, errors) "
+           "and tests/webapp/runs/charts/test_series_views.py (downsampling, zoom ranges, heatmaps, compare)")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

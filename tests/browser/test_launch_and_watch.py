@@ -4,14 +4,14 @@ grow without reloading (real Celery worker, real ASGI server and websocket), can
 import pytest
 
 from tests.browser.session import log_in
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run, StepMetric
 
 NEUTRAL = ("launching from the form, the reward chart growing live without a reload and the cancel button, "
            "in a real browser; a real worker's claim, the ingest of its steps while the page reads them and "
            "a cancel at a step boundary are tested on both backends in tests/workers/test_run_train.py, the "
-           "ingest in tests/webapp/runs/test_ingest.py, the run's websocket in "
-           "tests/webapp/runs/test_consumers.py")
+           "ingest in tests/webapp/runs/ingest/test_store.py, the run's websocket in "
+           "tests/webapp/runs/live/test_consumers.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

@@ -2,14 +2,14 @@
 static/js/launch-form.js): the summary at its top lists every refused field, the first one takes the
 focus on load (it may be 1,000 px down), a summary link opens its field's folded group and focuses it;
 and a staff launch over the launch limits asks "Launch anyway" before it queues anything. The HTTP
-side is tests/webapp/runs/test_launch_error_summary.py."""
+side is tests/webapp/runs/launch/test_error_summary.py."""
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.session import log_in
 from tests.suites import UI_ONLY
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]

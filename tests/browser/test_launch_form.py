@@ -13,7 +13,7 @@ from tests.conftest import asgi_server_process, service_env
 from tests.suites import UI_ONLY
 from trainer.config import PROGRAM_OPTIMIZES_PROMPTS, RunConfig
 from trainer.models.cache import MARKER_NAME
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]

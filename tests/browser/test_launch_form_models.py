@@ -6,12 +6,12 @@ import pytest
 
 from tests.browser.session import log_in
 from trainer.programs import program_info
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Task
 
 NEUTRAL = ("the launch form's model chips and model suggestions in a real browser; the settings a chip's "
            "link fills in and the model offer (ordered allow-list rows) are tested on both backends in "
-           "tests/webapp/runs/test_launch.py and tests/webapp/runs/test_model_offer.py")
+           "tests/webapp/runs/launch/test_launch.py and tests/webapp/runs/launch/test_model_offer.py")
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 SMOL = "builtin:smollm2-135m-instruct"

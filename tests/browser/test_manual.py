@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.session import log_in
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Task
 
 NEUTRAL = ("the manual's static pages and the dashboard's links into them in a real browser; the pages hold "

@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.browser.session import log_in
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 
 NEUTRAL = ("the launch form's program options (plugin programs, a broken plugin's disabled with its error) "
            "in a real browser; sync_programs and the options the form renders are tested on both backends in "

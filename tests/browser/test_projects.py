@@ -18,9 +18,9 @@ from tests.webapp.runs.seeding import error_step_event, hover_step_event, ingest
 from webapp.api.services import token_create
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.external import external_run_start, external_steps_log
-from webapp.runs.ingest import step_events_ingest
-from webapp.runs.messages import StatusNotice, notice_send, step_notices_send
+from webapp.runs.ingest.external import external_run_start, external_steps_log
+from webapp.runs.ingest.store import step_events_ingest
+from webapp.runs.live.notices import StatusNotice, notice_send
 from webapp.runs.models import Run
 from webapp.sharing.models import ShareLink
 from webapp.sharing.services import share_link_create
@@ -127,7 +127,7 @@ def test_a_share_link_opens_the_runs_charts_and_inspector_without_an_account_and
         assert page.locator(control).count() == 0, control
     # Live for the link holder too: a step stored now reaches the open page over the websocket.
     socket_open(page)
-    off_playwright_thread(lambda: step_notices_send(run.pk, step_events_ingest(run, [hover_step_event(3, seed=3)])))
+    off_playwright_thread(lambda: step_events_ingest(run, [hover_step_event(3, seed=3)]))  # its notices go on its commit
     points(page, "chart-reward", 3)
     page.wait_for_function("() => document.getElementById('run-step').textContent === '3'")
 
@@ -207,8 +207,8 @@ def test_an_anonymous_links_open_page_shows_no_owner_or_host_when_the_run_fails_
         fresh_page, asgi_server, make_user):
     """The run page of an anonymous link stays open while the run fails: the error the worker reports
     over the websocket names the worker, its host and the owner's home folder, as the supervisor's
-    status notice carries them (workers/supervisor.py `notify_status`; a run trained elsewhere sends its
-    trainer's error the same way, webapp/runs/external.py `external_run_finish`)."""
+    status notice carries them (webapp/runs/live/notices.py `status_notices_send`, on every state change;
+    a run trained elsewhere ends with its trainer's error the same way, `external_run_finish`)."""
     run, link = anonymous_lab(make_user)
     page = fresh_page
     page.goto(f"{asgi_server}/share/{link.token}/")

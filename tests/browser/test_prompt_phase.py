@@ -7,14 +7,14 @@ import pytest
 
 from tests.browser.session import log_in, off_playwright_thread
 from tests.webapp.runs.factories import make_run
-from webapp.runs.messages import notice_send
+from webapp.runs.ingest.prompt_phase import run_record_prompt_events
+from webapp.runs.live.notices import notice_send
 from webapp.runs.models import Run
-from webapp.runs.prompt_phase import run_record_prompt_events
 
 NEUTRAL = ("the run page's phase-1 section (marker, trials chart, chosen prompts) drawn and kept live in a "
            "real browser; storing the phase record (select_for_update) and the run page's section are tested "
-           "on both backends in tests/webapp/runs/test_prompt_phase.py, the run's websocket in "
-           "tests/webapp/runs/test_consumers.py")
+           "on both backends in tests/webapp/runs/ingest/test_prompt_phase.py, the run's websocket in "
+           "tests/webapp/runs/live/test_consumers.py")
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 INSTRUCTION = "Given the question, write one short search query that names the entity."

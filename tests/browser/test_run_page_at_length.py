@@ -1,6 +1,6 @@
 """The run page of a long run in a real browser: every chart drawn (points on the page, not only a div),
 no WebGL context lost, and a one-step spike kept by the server's thinning. Runs of 2,000 and 7,500
-steps, stored through the real ingest (which writes their column blocks, webapp/runs/series_store.py)."""
+steps, stored through the real ingest (which writes their column blocks, webapp/runs/charts/blocks.py)."""
 
 import math
 
@@ -11,7 +11,7 @@ from tests.webapp.runs.seeding import ingest, make_run
 from webapp.runs.models import Run
 
 NEUTRAL = ("a long run's charts as a real browser draws them; the blocks and the thinning behind them are "
-           "tested on both backends in tests/webapp/runs/test_series_store.py and test_series_views.py")
+           "tested on both backends in tests/webapp/runs/charts/test_blocks.py and test_series_views.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL),
               pytest.mark.django_db(transaction=True)]
 

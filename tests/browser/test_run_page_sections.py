@@ -11,7 +11,7 @@ from tests.browser.session import PASSWORD, log_in, off_playwright_thread
 from tests.suites import UI_ONLY
 from tests.webapp.runs.seeding import ingest, make_run
 from webapp.prefs.models import UserPreference
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,7 @@ from webapp.runs.models import Run
 
 NEUTRAL = ("the runs table's inline editor, sort links, search box, selection and the archive and delete "
            "dialogs in a real browser; the config-value and tag search, the sorting, labels, archive and "
-           "delete queries behind them are tested on both backends in tests/webapp/runs/test_table.py")
+           "delete queries behind them are tested on both backends in tests/webapp/runs/table/test_views.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

@@ -10,7 +10,7 @@ from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import make_run
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.external import external_run_start
+from webapp.runs.ingest.external import external_run_start
 from webapp.runs.models import Run
 
 NEUTRAL = "the table's layout in a real browser; its rows' queries are tested on both backends in tests/webapp/runs"

@@ -8,8 +8,8 @@ from tests.browser.session import log_in, off_playwright_thread
 from tests.suites import UI_ONLY
 from tests.webapp.sweeps.world import add_trial, make_sweep
 from trainer.config import RunConfig
-from webapp.runs.catalog import catalog_sync
-from webapp.runs.launch import config_defaults
+from webapp.runs.launch.catalog import catalog_sync
+from webapp.runs.launch.defaults import config_defaults
 from webapp.runs.models import Task
 from webapp.sweeps.importance import MIN_COMPLETE_TRIALS
 from webapp.sweeps.messages import sweep_notice_send
@@ -64,7 +64,7 @@ def test_a_finished_sweep_draws_its_plots_and_launches_its_best_configuration(pa
     page.click("#launch-best")
     page.wait_for_url(f"{asgi_server}/runs/new?*")
     page.wait_for_selector("form.launch")
-    # Depends on runs:new reading `?config=` (webapp/runs/config_link.py): the best values, over the sweep's settings.
+    # Depends on runs:new reading `?config=` (webapp/runs/launch/config_link.py): the best values, over the sweep's settings.
     assert float(page.input_value("#id_learning_rate")) == pytest.approx(best["learning_rate"])
     assert page.input_value("#id_estimator") == best["estimator"]
     assert page.input_value("#id_lora_r") == str(best["lora_r"])

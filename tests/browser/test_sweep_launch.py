@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from tests.browser.session import log_in
 from tests.suites import UI_ONLY
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 from webapp.sweeps.models import Sweep
 

@@ -6,16 +6,16 @@ import pytest
 
 from tests.browser.session import PASSWORD, log_in
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run, with_byte_fork, with_token_details
-from webapp.runs.inspect import trajectory_grid
+from webapp.runs.inspector.steps import trajectory_grid
+from webapp.runs.inspector.token_cells import cell_key
+from webapp.runs.inspector.token_pieces import is_sampled, piece_label
+from webapp.runs.inspector.token_reads import step_forks
 from webapp.runs.models import Run
-from webapp.runs.token_pieces import is_sampled, piece_label
-from webapp.runs.token_present import cell_key
-from webapp.runs.token_reads import step_forks
 
 NEUTRAL = ("the inspector's token colouring, legend and tooltips, the step page's forks table and the run page's "
            "Tokens charts as drawn and driven in a real browser; the reads behind them are tested on both backends "
-           "in tests/webapp/runs/test_token_views.py, tests/webapp/runs/test_token_store.py and "
-           "tests/webapp/runs/test_divergence.py")
+           "in tests/webapp/runs/inspector/test_token_views.py, tests/webapp/runs/ingest/test_tokens.py and "
+           "tests/webapp/runs/inspector/test_divergence.py")
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 STEP = 2

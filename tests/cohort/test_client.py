@@ -16,7 +16,7 @@ NEUTRAL = ("cohort.client turning the API's answers into DataFrames over HTTP (d
            "raising clear errors; every endpoint and parameter it calls (config filters, state, pages, "
            "series, windows, downsampling) is tested on both backends in tests/webapp/api/test_endpoints.py, "
            "tokens in tests/webapp/api/test_tokens.py, the CSV export it is compared with in "
-           "tests/webapp/runs/test_series_views.py")
+           "tests/webapp/runs/charts/test_series_views.py")
 pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

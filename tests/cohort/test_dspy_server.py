@@ -17,9 +17,9 @@ from tests.webapp.runs.factories import make_multihop_task
 from trainer.dspy.adapters import MarkerFallbackAdapter
 from webapp.api.services import token_create
 from webapp.limits.models import LimitOverride
+from webapp.runs.ingest.texts import fill_call_texts
 from webapp.runs.models import ModuleCall, Run
 from webapp.runs.services import run_directory
-from webapp.runs.texts import fill_call_texts
 
 NEUTRAL = ("cohort.dspy's MMGRPO compiling through a real server and worker and downloading the adapter, and "
            "an over-limit run refused; run creation and the adapter download through the API, the launch "

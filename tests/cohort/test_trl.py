@@ -32,7 +32,7 @@ from trl_toy_format import make_trainer  # noqa: E402  (the example the README r
 
 NEUTRAL = ("TRL streaming through the SDK to daphne over HTTP, with a server restart; the logging API's "
            "queries (create, steps, groups, finish) are tested on both backends in "
-           "tests/webapp/api/test_logging_api.py and tests/webapp/runs/test_external.py")
+           "tests/webapp/api/test_logging_api.py and tests/webapp/runs/ingest/test_external.py")
 
 STEPS = 6
 NUM_GENERATIONS = 4

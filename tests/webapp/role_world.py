@@ -22,7 +22,7 @@ from webapp.api.services import token_create
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.external import external_run_start, external_steps_log
+from webapp.runs.ingest.external import external_run_start, external_steps_log
 from webapp.runs.models import Group, ModuleCall, Rollout, Run
 from webapp.runs.services import run_directory
 from webapp.sharing.models import ShareLink
@@ -77,7 +77,7 @@ def build_lab(make_user, runs_dir) -> Lab:
         {"prompt": "p", "completion": f"{SECRET}-completion-text {i}", "rewards": {"r": float(i % 2)}, "group": 0}
         for i in range(4)]}])
 
-    rule = AlertRule.objects.create(owner=u["owner"], kind=Kind.FAILED, run=lab.run)
+    rule = AlertRule.objects.create(owner=u["owner"], project=lab.run.project, kind=Kind.FAILED, run=lab.run)
     token, _ = token_create(user=u["owner"], name="alice's")
     experiment = Experiment.objects.create(owner=u["owner"], project=lab.p, task=lab.run.task, seeds=1, config={})
     ExperimentRun.objects.create(experiment=experiment, run=lab.run, kind=ExperimentRun.Kind.WEIGHTS, seed=0)
@@ -88,7 +88,7 @@ def build_lab(make_user, runs_dir) -> Lab:
                              link=lab.links["valid"], project="lab-p", member=u["bystander"].pk)
     lab.values["sweep_id"] = _sweep(u["owner"], lab.p, lab.run.task, name="alice-sweep").pk
     q_experiment = Experiment.objects.create(owner=u["other"], project=lab.q, task=lab.q_run.task, seeds=1, config={})
-    q_rule = AlertRule.objects.create(owner=u["other"], kind=Kind.FAILED, run=lab.q_run)
+    q_rule = AlertRule.objects.create(owner=u["other"], project=lab.q_run.project, kind=Kind.FAILED, run=lab.q_run)
     q_token, _ = token_create(user=u["other"], name="quinn's")
     q_link = share_link_create(creator=u["other"], runs=[lab.q_run], label="quinn's")
     lab.hostile = _parameters(lab.q_run, rule_id=q_rule.pk, token_id=q_token.pk, experiment_id=q_experiment.pk,

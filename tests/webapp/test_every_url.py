@@ -322,8 +322,8 @@ def test_every_websocket_route_for_every_role(lab):
     from django.conf import settings
 
     from webapp.asgi import application
-    from webapp.runs.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-    from webapp.runs.routing import websocket_urlpatterns
+    from webapp.runs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+    from webapp.runs.live.routing import websocket_urlpatterns
 
     made = clients(lab)
 

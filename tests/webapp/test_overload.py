@@ -137,7 +137,7 @@ def unavailable(*args, **kwargs):
 @pytest.mark.django_db
 @pytest.mark.parametrize("debug", [False, True])  # DEBUG would show its technical page instead of a 500
 @pytest.mark.parametrize("patched, path, kind", [
-    ("webapp.runs.table_views.runs_page", "/runs/", "text/html"),  # a page's view
+    ("webapp.runs.table.views.runs_page", "/runs/", "text/html"),  # a page's view
     ("webapp.api.views.selectors.run_list_api", "/api/runs/", "application/json"),  # the API's (DRF)
     ("webapp.sharing.middleware.ShareGrantMiddleware.__call__", "/runs/", "text/html"),  # a middleware
     ("webapp.sharing.middleware.ShareGrantMiddleware.__call__", "/api/runs/", "application/json"),
@@ -157,7 +157,7 @@ def test_a_database_that_cannot_take_the_request_is_a_503_with_retry_after(owner
 
 @pytest.mark.django_db
 def test_any_other_error_is_still_a_500(owner, monkeypatch):
-    monkeypatch.setattr("webapp.runs.table_views.runs_page", lambda *args, **kwargs: 1 / 0)
+    monkeypatch.setattr("webapp.runs.table.views.runs_page", lambda *args, **kwargs: 1 / 0)
     make_run(owner)
     browser = Client(raise_request_exception=False)
     browser.force_login(owner)

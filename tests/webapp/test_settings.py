@@ -85,8 +85,8 @@ def test_the_web_app_and_the_worker_load_without_the_training_stack():
     heavy = ("torch", "transformers", "peft", "dspy", "vllm")
     result = run_python(LOAD + "; import sys, importlib; from django.urls import get_resolver; "
                         "get_resolver().url_patterns; "
-                        "[importlib.import_module(m) for m in ('webapp.asgi', 'webapp.runs.forms', "
-                        "'webapp.runs.model_offer', 'webapp.runs.admin', 'webapp.datasets.admin', 'workers.tasks', "
+                        "[importlib.import_module(m) for m in ('webapp.asgi', 'webapp.runs.launch.forms', "
+                        "'webapp.runs.launch.model_offer', 'webapp.runs.admin', 'webapp.datasets.admin', 'workers.tasks', "
                         "'workers.supervisor')]; "
                         f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     assert result.returncode == 0, result.stderr

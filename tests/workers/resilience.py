@@ -23,6 +23,7 @@ from tests.conftest import service_env, wait_for
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config
 from trainer.run.gate import GATE_ENV, StepGate
+from webapp.projects.services import personal_project_ensure
 from webapp.runs.models import Run, StepMetric
 
 TERMINAL = {Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED, Run.State.INTERRUPTED}
@@ -75,7 +76,7 @@ def worker_env(tmp_path, model_cache_dir, gate: StepGate, **extra: str) -> dict[
 def queued_run(owner, steps: int) -> Run:
     """A queued toy run that nobody has enqueued yet (the test sends its task where it wants)."""
     config = toy_config(steps=steps, checkpoint_every=0)
-    return Run.objects.create(owner=owner, task=make_task(), config=config.to_dict(), total_steps=steps,
+    return Run.objects.create(owner=owner, project=personal_project_ensure(owner), task=make_task(), config=config.to_dict(), total_steps=steps,
                               state=Run.State.QUEUED)
 
 

@@ -29,6 +29,7 @@ from tests.workers.resilience import (
     worker_env,
 )
 from tests.workers.test_run_train import toy_config
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run, StepMetric
 from webapp.runs.services import run_create, runs_reap_stale
 from workers.supervisor import HEARTBEAT_EVERY_S
@@ -89,8 +90,7 @@ def test_database_down_30_s_mid_run_the_run_catches_up_with_nothing_lost(owner, 
         try:
             with celery_worker(tmp_path / "worker.log", env, app=app) as worker:
                 log = worker.log_path
-                run = run_create(owner=owner, task=make_task(),
-                                 config=toy_config(steps=DATABASE_RUN_STEPS, checkpoint_every=0))
+                run = run_create(Launch(owner=owner, task=make_task(), config=toy_config(steps=DATABASE_RUN_STEPS, checkpoint_every=0)))
                 # The trainer waits at the gate with every step so far stored: a run mid-training.
                 wait_for(lambda: stored_steps(run) == STEPS_BEFORE_THE_OUTAGE, 240, "the first steps", log)
 
@@ -217,7 +217,7 @@ def test_a_connection_lost_in_the_middle_of_a_steps_copy_is_retried_from_the_eve
     supervisor must take those for an outage too, not crash the task. (While the database stays
     down, Django's failed reconnect in the rollback happens to replace that error with its own;
     when only the connection was lost, the driver's error is what reaches the supervisor.)"""
-    from tests.webapp.runs.test_ingest import mhgpo_step_event
+    from tests.webapp.runs.ingest.test_store import mhgpo_step_event
 
     run = make_run(owner, state=Run.State.RUNNING, heartbeat_at=timezone.now())
     events = [mhgpo_step_event(step) for step in (1, 2)]

@@ -14,6 +14,7 @@ from trainer.run.loop import Trainer
 from trainer.run.reporting import JsonlReporter
 from webapp.experiments.selectors import experiment_table
 from webapp.experiments.services import experiment_create
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_directory
 
@@ -21,7 +22,7 @@ NEUTRAL = ("a real worker training an experiment's two runs, and the Experiment 
            "direct evaluation of each arm by the trainer; queueing the experiment and reading its table from "
            "stored evaluations are tested on both backends in tests/webapp/experiments/test_experiments.py, "
            "a real worker's claim and ingest in tests/workers/test_run_train.py and "
-           "tests/webapp/runs/test_ingest.py")
+           "tests/webapp/runs/ingest/test_store.py")
 pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("test_plugins")]
 
@@ -51,7 +52,7 @@ def test_the_pages_numbers_equal_a_direct_evaluation_of_each_arm(celery_worker_p
     config = RunConfig(program="dspy_multihop", model="builtin:tiny", rewards=task.rewards, steps=1, group_size=2,
                        rollouts_per_example=2, examples_per_step=2, max_new_tokens=8, checkpoint_every=1,
                        eval_size=4, prompt_optimizer="mipro_light", prompt_optimizer_trials=2)
-    experiment = experiment_create(owner=owner, task=task, config=config, seeds=1)
+    experiment = experiment_create(Launch(owner=owner, task=task, config=config), seeds=1)
     for member in experiment.members.select_related("run"):
         run = wait_for_state(member.run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=celery_worker_process.log_path)
         assert run.state == Run.State.SUCCEEDED, run.error

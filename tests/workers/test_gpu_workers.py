@@ -13,6 +13,7 @@ from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config
 from trainer.run.gate import GATE_ENV
 from webapp.celery import app
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_create
 from webapp.scheduling.models import Worker
@@ -65,8 +66,8 @@ def test_each_worker_trains_one_run_at_a_time_and_the_queue_page_says_which(gpu_
 
     step_gate.allow(1)  # every run trains step 1, then waits for the test
     task = make_task()
-    small = [run_create(owner=ann, task=task, config=toy_config(steps=2), name=f"small-{i}") for i in range(2)]
-    big = run_create(owner=bob, task=task, config=toy_config(steps=2, min_gpu_memory_gb=40), name="big")
+    small = [run_create(Launch(owner=ann, task=task, config=toy_config(steps=2)), name=f"small-{i}") for i in range(2)]
+    big = run_create(Launch(owner=bob, task=task, config=toy_config(steps=2, min_gpu_memory_gb=40)), name="big")
     runs = [*small, big]
 
     def running():

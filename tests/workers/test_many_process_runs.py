@@ -12,6 +12,7 @@ from tests.conftest import wait_for
 from tests.webapp.runs.factories import make_task
 from tests.workers.test_gpu_workers import fake_gpu_workers
 from tests.workers.test_run_train import toy_config
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Rollout, Run, StepMetric
 from webapp.runs.services import run_cancel, run_create
 from webapp.scheduling.models import Worker
@@ -20,7 +21,7 @@ NEUTRAL = ("a two-process run routed to the worker with two (fake) GPUs, both ra
            "and a cancel that stops every rank; only the two-GPU worker fits either run, so no two workers "
            "compete for one here: the claim, the cancel's compare-and-set and the ingest are tested on both "
            "backends in tests/workers/test_run_train.py, tests/webapp/scheduling/test_queue.py and "
-           "tests/webapp/runs/test_ingest.py, concurrent claims by two workers in "
+           "tests/webapp/runs/ingest/test_store.py, concurrent claims by two workers in "
            "tests/workers/test_gpu_workers.py")
 pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
@@ -52,7 +53,7 @@ def test_a_two_process_run_goes_to_the_two_gpu_worker_reports_both_ranks_and_can
     staff = get_user_model().objects.create_user("ann", password="x", is_staff=True)
     task = make_task()
     step_gate.allow(1)
-    held = run_create(owner=staff, task=task, config=toy_config(steps=3, num_processes=2), name="held")
+    held = run_create(Launch(owner=staff, task=task, config=toy_config(steps=3, num_processes=2)), name="held")
 
     running = wait_for(lambda: (r := Run.objects.get(pk=held.pk)).state == Run.State.RUNNING
                        and StepMetric.objects.filter(run=held).exists() and r, 240,
@@ -71,7 +72,7 @@ def test_a_two_process_run_goes_to_the_two_gpu_worker_reports_both_ranks_and_can
 
     step_gate.allow(100)
     config = toy_config(steps=2, num_processes=2)
-    finished = run_create(owner=staff, task=task, config=config, name="whole")
+    finished = run_create(Launch(owner=staff, task=task, config=config), name="whole")
     done = wait_for(lambda: (r := Run.objects.get(pk=finished.pk)).state not in Run.ACTIVE_STATES and r, 300,
                     "the second run to finish", workers["two"].log_path)
     assert (done.state, done.error, done.worker) == (Run.State.SUCCEEDED, "", two)

@@ -6,14 +6,14 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from tests.webapp.runs.factories import make_run
-from tests.webapp.runs.test_consumers import ORIGIN, connect, session_cookie
+from tests.webapp.runs.live.test_consumers import ORIGIN, connect, session_cookie
 from webapp.runs.models import Run, StepMetric
 from workers.supervisor import Supervisor
 
 NEUTRAL = ("the supervisor's notices after each shipped batch: in seq order, the alert before its step, "
            "nothing for a re-shipped log; the run's websocket through the channel layer and the alert it "
-           "pushes are tested on both backends in tests/webapp/runs/test_consumers.py, the ingest returning "
-           "only the new rows in tests/webapp/runs/test_ingest.py")
+           "pushes are tested on both backends in tests/webapp/runs/live/test_consumers.py, the ingest returning "
+           "only the new rows in tests/webapp/runs/ingest/test_store.py")
 pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

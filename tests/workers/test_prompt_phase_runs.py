@@ -13,14 +13,15 @@ from tests.webapp.runs.factories import make_multihop_task
 from tests.workers.test_run_train import training_process_pids, wait_for_state
 from trainer.config import RunConfig
 from trainer.run.reporting import read_events
+from webapp.runs.ingest.texts import fill_call_texts
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import ModuleCall, Run, StepMetric
 from webapp.runs.services import run_create, run_directory, run_resume
-from webapp.runs.texts import fill_call_texts
 
 NEUTRAL = ("a real worker's DSPy prompt phase, a kill between the phases (no step stored yet) and the "
            "resumed run training the chosen prompts without searching again; storing the phase record "
            "(select_for_update) and the ingest are tested on both backends in "
-           "tests/webapp/runs/test_prompt_phase.py and tests/webapp/runs/test_ingest.py, killing and "
+           "tests/webapp/runs/ingest/test_prompt_phase.py and tests/webapp/runs/ingest/test_store.py, killing and "
            "resuming a real run (steps discarded after the checkpoint) in tests/workers/test_run_train.py")
 pytestmark = [pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("test_plugins")]
@@ -33,7 +34,7 @@ def test_phase_1_shows_its_trials_survives_a_kill_and_phase_2_trains_the_chosen_
     config = RunConfig(program="dspy_multihop", model="builtin:tiny", rewards=multihop_task.rewards, steps=2,
                        group_size=2, rollouts_per_example=2, examples_per_step=2, max_new_tokens=8,
                        checkpoint_every=1, eval_every=0, prompt_optimizer="mipro_light", prompt_optimizer_trials=2)
-    run = run_create(owner=owner, task=multihop_task, config=config)
+    run = run_create(Launch(owner=owner, task=multihop_task, config=config))
 
     def phase_1_done():
         run.refresh_from_db()

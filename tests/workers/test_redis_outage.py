@@ -45,7 +45,7 @@ REDIS_DOWN_AT_LEAST_S = 3.0
 @pytest.mark.backend_neutral(reason=(
     "a Redis outage under a real worker and daphne: the run's steps are stored through it and the page "
     "resyncs from its last seq; the metrics-after-seq query it reads is tested on both backends in "
-    "tests/webapp/runs/test_series_views.py, the ingest in tests/webapp/runs/test_ingest.py"))
+    "tests/webapp/runs/charts/test_series_views.py, the ingest in tests/webapp/runs/ingest/test_store.py"))
 def test_redis_restarted_mid_run_loses_no_step_and_the_page_resyncs(owner, tmp_path, model_cache_dir, step_gate):
     redis = EmbeddedRedis(tmp_path / "redis")
     redis_url = redis.start()

@@ -14,8 +14,8 @@ from workers.supervisor import Supervisor
 
 NEUTRAL = ("a real trainer's raising rollouts shipped by the supervisor, the failed run's error and the "
            "inspector page; storing rollout errors, the final transition and the inspector's queries are "
-           "tested on both backends in tests/webapp/runs/test_ingest.py, tests/webapp/runs/test_models.py "
-           "and tests/webapp/runs/test_inspect_views.py")
+           "tested on both backends in tests/webapp/runs/ingest/test_store.py, tests/webapp/runs/test_models.py "
+           "and tests/webapp/runs/inspector/test_views.py")
 pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

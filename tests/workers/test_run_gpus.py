@@ -10,7 +10,7 @@ from workers.supervisor import Supervisor
 
 NEUTRAL = ("the supervisor copying the GPU count of the trainer's running event into Run.gpus (a plain "
            "UPDATE); the discard and the storage recount ship() also runs are tested on both backends in "
-           "tests/workers/test_run_train.py (resume) and tests/webapp/runs/test_retention.py")
+           "tests/workers/test_run_train.py (resume) and tests/webapp/runs/ingest/test_retention.py")
 pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL),
               pytest.mark.django_db(transaction=True)]  # ship() closes stale connections itself
 

@@ -9,6 +9,7 @@ from tests.webapp.runs.factories import make_task
 from trainer.config import RunConfig
 from trainer.programs.toy import ToyEcho
 from webapp.celery import app
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Rollout, Run, StepMetric
 from webapp.runs.services import run_create
 
@@ -31,7 +32,7 @@ def wait_for_state(run: Run, states, timeout_s: float = 240.0, log=None) -> Run:
 
 
 def test_a_queued_run_is_trained_to_success_with_every_step_stored_once(celery_worker_process, owner):
-    run = run_create(owner=owner, task=make_task(), config=toy_config())
+    run = run_create(Launch(owner=owner, task=make_task(), config=toy_config()))
     run = wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=celery_worker_process.log_path)
     assert run.state == Run.State.SUCCEEDED, run.error
     assert list(StepMetric.objects.filter(run=run).values_list("step", "seq")) == [(1, 1), (2, 2), (3, 3)]
@@ -40,7 +41,7 @@ def test_a_queued_run_is_trained_to_success_with_every_step_stored_once(celery_w
 
 
 def test_the_same_task_delivered_twice_trains_once(celery_worker_process, owner):
-    run = run_create(owner=owner, task=make_task(), config=toy_config(steps=2))
+    run = run_create(Launch(owner=owner, task=make_task(), config=toy_config(steps=2)))
     duplicate = app.send_task("workers.tasks.run_train_task", args=[run.pk], queue="gpu")
     run = wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=celery_worker_process.log_path)
     assert run.state == Run.State.SUCCEEDED, run.error
@@ -52,7 +53,7 @@ def test_cancel_stops_a_running_run_at_a_step_boundary(celery_worker_process, ow
     from webapp.runs.services import run_cancel
 
     step_gate.allow(2)  # the trainer waits before step 3 until the test says otherwise
-    run = run_create(owner=owner, task=make_task(), config=toy_config(steps=200, checkpoint_every=0))
+    run = run_create(Launch(owner=owner, task=make_task(), config=toy_config(steps=200, checkpoint_every=0)))
     wait_for(lambda: StepMetric.objects.filter(run=run).count() == 2, 240, "the first two steps",
              celery_worker_process.log_path)
     run.refresh_from_db()
@@ -85,7 +86,7 @@ def test_killed_training_process_is_interrupted_then_resume_completes_every_step
 
     steps = 8
     step_gate.allow(3)  # killed while it waits before step 4: its newest checkpoint is step 2's
-    run = run_create(owner=owner, task=make_task(), config=toy_config(steps=steps, checkpoint_every=2))
+    run = run_create(Launch(owner=owner, task=make_task(), config=toy_config(steps=steps, checkpoint_every=2)))
     wait_for(lambda: StepMetric.objects.filter(run=run).count() == 3, 240, "the first three steps",
              celery_worker_process.log_path)
     pids = training_process_pids(run)

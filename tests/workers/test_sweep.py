@@ -19,6 +19,7 @@ from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config, training_process_pids
 from trainer.run.gate import GATE_ENV
 from webapp.celery import app
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run, StepMetric
 from webapp.sweeps.models import Sweep, Trial, TrialRun
 from webapp.sweeps.plan import SweepSpec
@@ -55,7 +56,7 @@ def test_a_tpe_sweep_prunes_lagging_trials_and_survives_a_killed_worker(owner, t
                       **{GATE_ENV: str(step_gate.path)})
     step_gate.allow(1)  # every run takes its first step, then waits for the test
     config = toy_config(steps=STEPS, strategy="mmgrpo", rollouts_per_example=8, checkpoint_every=0)
-    sweep = sweep_create(owner=owner, task=make_task(), config=config, spec=SPEC)
+    sweep = sweep_create(Launch(owner=owner, task=make_task(), config=config), spec=SPEC)
 
     with celery_worker(tmp_path / "first.log", env, app=app, name="first") as first:
         killed = wait_for(lambda: TrialRun.objects.filter(trial__sweep=sweep, judged_step=1).first(), 240,

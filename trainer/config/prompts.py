@@ -10,6 +10,7 @@ from trainer.config.fields import (
     _DSPY_ONLY,
     _PROMPT_PHASE,
     _PROPOSER_PHASE,
+    ConfigError,
     PromptOptimizer,
     _meta,
 )
@@ -43,3 +44,10 @@ class PromptFields:
     prompt_optimizer_labeled_demos: int = field(default=4, metadata=_meta(
         "Labeled demos per module at most: train rows shown as they are, for the modules whose inputs and "
         "outputs the rows carry (0: none).", "prompts", when=_DEMO_PHASE, bounds=">= 0"))
+
+    def check_prompt_program(self, *, optimizes_prompts: bool) -> None:
+        """Phase 1 optimizes a DSPy program's prompts: known only once the program is resolved (the web
+        app's launch check and the trainer's composition root both ask here)."""
+        if self.prompt_optimizer != "none" and not optimizes_prompts:
+            raise ConfigError("prompt_optimizer", f"Program {self.program!r} is not a DSPy program: only a DSPy "
+                              "program's prompts can be optimized first. Choose 'none'.")

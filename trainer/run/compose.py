@@ -111,10 +111,8 @@ def program_options(config: RunConfig) -> dict[str, Any]:
 def check_program(config: RunConfig, program: Any, ranks: Ranks) -> None:
     """The settings that only some programs, or only one process, can honour."""
     config.check_program_agents(list(program.agents))
+    config.check_prompt_program(optimizes_prompts=getattr(program, "optimizes_prompts", False))
     if config.prompt_optimizer != "none":
-        if not getattr(program, "optimizes_prompts", False):
-            raise ConfigError("prompt_optimizer", f"program {config.program!r} is not a DSPy program; its prompts "
-                              "cannot be optimized first: leave prompt_optimizer at 'none'.")
         if ranks.distributed:
             raise ConfigError("prompt_optimizer", "optimizing prompts first runs in one process: set "
                               "num_processes to 1, or optimize first and pass the result as program_state.")

@@ -15,5 +15,5 @@ class AlertsConfig(AppConfig):
         # dispatch_uid: connected once even if ready() runs twice (tests that reload apps).
         run_state_changed.connect(on_run_state_changed, dispatch_uid="alerts.on_run_state_changed")
         steps_stored.connect(on_steps_stored, dispatch_uid="alerts.on_steps_stored")
-        # The run page's socket sends each watcher's badge with an alert notice (webapp/runs/consumers.py).
+        # The run page's socket sends each watcher's badge with an alert notice (webapp/runs/live/consumers.py).
         register_badge_counter(alert_unseen_open_count)

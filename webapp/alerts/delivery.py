@@ -22,7 +22,7 @@ from django.utils import timezone
 from webapp.alerts.models import Alert
 from webapp.alerts.webhook import WebhookRejected, WebhookTemporaryError, post_json
 from webapp.celery import app as celery_app
-from webapp.runs.messages import AlertNotice, notice_send
+from webapp.runs.live.notices import AlertNotice, notice_send
 
 log = logging.getLogger(__name__)
 

@@ -64,18 +64,6 @@ class AlertRule(models.Model):
         where = f"run {self.run_id}" if self.run_id else "all runs"
         return f"{self.get_kind_display()} ({where}, {self.owner})"
 
-    def save(self, *args, **kwargs):
-        # A rule made without a project belongs where the module docstring says: its run's, or (a
-        # default) its owner's personal project.
-        if self.project_id is None:
-            if self.run_id is not None:
-                self.project_id = Run.objects.values_list("project_id", flat=True).get(pk=self.run_id)
-            else:
-                from webapp.projects.selectors import personal_project
-
-                self.project = personal_project(self.owner)
-        super().save(*args, **kwargs)
-
     def param(self, name: str) -> float:
         """The rule's setting `name`, or the kind's default when unset."""
         value = (self.params or {}).get(name)

@@ -2,7 +2,7 @@
 
 Three entry points evaluate rules, each called after the data it reads is committed:
 
-- `evaluate_step_metrics(run, rows)`: from the ingest (webapp/runs/ingest.py), for `nonfinite` and
+- `evaluate_step_metrics(run, rows)`: from the ingest (webapp/runs/ingest/store.py), for `nonfinite` and
   `reward_collapse`, on the StepMetric rows just stored;
 - `on_run_state(run)`: after every run transition (the `run_state_changed` signal), for
   `finished` (succeeded), `failed` and `cancelled`;
@@ -26,7 +26,7 @@ from django.utils import timezone
 from webapp.alerts.delivery import alert_deliver
 from webapp.alerts.models import Alert, AlertRule, Kind
 from webapp.projects.models import Membership
-from webapp.projects.selectors import personal_project
+from webapp.projects.services import personal_project_ensure
 from webapp.runs.models import Run, StepMetric
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def rules_defaults_for(user) -> list[AlertRule]:
     rules = list(AlertRule.objects.filter(owner=user, run__isnull=True))
     if len(rules) < len(Kind):
         have = {r.kind for r in rules}
-        project = personal_project(user)
+        project = personal_project_ensure(user)
         # ignore_conflicts: two processes creating the defaults at once both succeed.
         AlertRule.objects.bulk_create(
             [AlertRule(owner=user, project=project, kind=kind, enabled=kind in DEFAULT_ENABLED)
@@ -89,7 +89,7 @@ def rule_save(*, owner, kind: str, run: Run | None, params: dict[str, Any], emai
     with transaction.atomic():
         if run is None:
             rules_defaults_for(owner)
-        project = run.project_id if run is not None else personal_project(owner).pk
+        project = run.project_id if run is not None else personal_project_ensure(owner).pk
         rule, _ = AlertRule.objects.select_for_update().get_or_create(owner=owner, run=run, kind=kind,
                                                                       defaults={"project_id": project})
         rule.params, rule.email, rule.webhook_url, rule.enabled = params, email, webhook_url, enabled

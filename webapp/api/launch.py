@@ -1,7 +1,7 @@
-"""Run creation through the API (`POST /api/runs/`): the JSON body becomes the launch form's data, so
-a run created by a script passes exactly the checks of a run launched from the page (the task and
-program fit, every RunConfig value, the owner's launch limits, the model allow-list) and gets the same
-field-by-field errors.
+"""Run creation through the API (`POST /api/runs/`, and a sweep's base settings): the JSON body's values
+go straight to the launch check (webapp/runs/launch/check.py), so a run created by a script passes
+exactly the checks of a run launched from the page (the task and program fit, every value, the owner's
+launch limits, the model allow-list) and gets the same field-by-field errors.
 
     {"task": "toy-task", "program": "toy", "name": "", "tags": ["sweep"], "notes": "", "preset": null,
      "config": {"steps": 20, "group_size": 4, "learning_rate": 1e-5}}
@@ -18,34 +18,37 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from django import forms
 
 from webapp.limits.user_paths import program_states_folder
 from webapp.nul_guard import holds_nul
 from webapp.projects.selectors import projects_for_user
-from webapp.runs.forms import CONFIG_FIELDS, RunLaunchForm
-from webapp.runs.launch import config_defaults
-from webapp.runs.models import EXTERNAL_PROGRAM, Task
+from webapp.runs.launch.check import Launch, LaunchRefused, labels_check, launch_check, task_check
+from webapp.runs.launch.defaults import config_defaults
+from webapp.runs.models import Task
 from webapp.runs.params import BadParam
 
 BODY_KEYS = ("task", "project", "program", "name", "tags", "notes", "preset", "config", "program_state")
-CONFIG_NAMES = frozenset(f.name for f in CONFIG_FIELDS)
 
 
-class LaunchRefused(Exception):
-    """The body named values the form refused: `errors` is field -> messages (config fields by name)."""
+@dataclass(frozen=True)
+class LaunchBody:
+    """What a launch body asks for, read but not yet checked."""
 
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("The run was not created: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-        self.errors = errors
+    task: Task
+    project: Any
+    program: str
+    values: dict[str, Any]
+    name: str
+    tags: list[str]
+    notes: str
 
 
-def launch_form(user, body: Any) -> RunLaunchForm:
-    """The bound, validated launch form for `body`; BadParam for a body that is not an object of the
-    known keys, LaunchRefused with the form's errors."""
+def launch_body(user, body: Any) -> LaunchBody:
+    """The launch `body` asks for: BadParam for a body that is not an object of the known keys,
+    LaunchRefused for a task, project or label it names wrongly."""
     if not isinstance(body, dict):
         raise BadParam("The body must be a JSON object, e.g. {\"task\": \"toy-task\", \"config\": {\"steps\": 20}}.")
     if holds_nul(body):  # PostgreSQL text and jsonb cannot store it (webapp/nul_guard.py does the URL)
@@ -56,8 +59,7 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     config = body.get("config") or {}
     if not isinstance(config, dict):
         raise BadParam("'config' must be an object of run settings, e.g. {\"steps\": 20}.")
-    errors = {key: [f"Unknown run setting {key!r}: use a launch form field name, e.g. steps, group_size, "
-                    "learning_rate, model."] for key in sorted(set(config) - CONFIG_NAMES)}
+    errors: dict[str | None, list[str]] = {}
     task = _task(body.get("task"), errors)
     project = _project(user, body.get("project"), errors)
     program = body.get("program")
@@ -68,8 +70,10 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     tags = body.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         errors["tags"] = ["'tags' must be a list of strings."]
+        tags = []
     if errors:
         raise LaunchRefused(errors)
+    name, tags, notes = labels_check(texts["name"], tags, texts["notes"])
     try:
         values = config_defaults(task, program_name=program, preset=texts["preset"] or None)
     except ValueError as exc:
@@ -77,17 +81,14 @@ def launch_form(user, body: Any) -> RunLaunchForm:
     values.update(config)
     if body.get("program_state") is not None:
         values["program_state"] = str(_store_program_state(user, body["program_state"]))
-    data = {"task": task.pk, "program": program, "name": texts["name"], "notes": texts["notes"],
-            "tags": ", ".join(tags), "project": project.pk if project is not None else ""}
-    form = RunLaunchForm(data=data, user=user)
-    # The form reads `data` when validated: each config value is put in as its field writes it on the page.
-    for name in CONFIG_NAMES:
-        _put(data, name, form.fields[name], values.get(name), errors)
-    if errors:
-        raise LaunchRefused(errors)
-    if not form.is_valid():
-        raise LaunchRefused({field: list(messages) for field, messages in form.errors.items()})
-    return form
+    return LaunchBody(task=task, project=project, program=program, values=values, name=name, tags=tags, notes=notes)
+
+
+def launch_from_body(user, asked: LaunchBody, *, project=None) -> Launch:
+    """The launch check of what the body asked for, into `project` when the body named none (a token's
+    default project)."""
+    return launch_check(user, task=asked.task, program=asked.program, values=asked.values,
+                        project=asked.project or project)
 
 
 def _store_program_state(user, state: Any) -> Path:
@@ -107,7 +108,7 @@ def _store_program_state(user, state: Any) -> Path:
     return path
 
 
-def _task(value: Any, errors: dict[str, list[str]]) -> Task | None:
+def _task(value: Any, errors: dict[str | None, list[str]]) -> Task | None:
     if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
         errors["task"] = ["'task' is required: a task's name (or id), as the launch form lists them."]
         return None
@@ -115,13 +116,15 @@ def _task(value: Any, errors: dict[str, list[str]]) -> Task | None:
     task = tasks.filter(pk=value).first() if isinstance(value, int) else tasks.filter(name=value).first()
     if task is None:
         errors["task"] = [f"No task {value!r}."]
-    elif task.program.name == EXTERNAL_PROGRAM:
-        errors["task"] = [f"Task {task.name!r} holds only runs trained elsewhere and logged through the API: "
-                          "Cohort's workers have no program to train it with."]
+        return None
+    try:
+        task_check(task)  # before its defaults are read: a task of runs trained elsewhere has none
+    except LaunchRefused as refused:
+        errors.update(refused.errors)
     return task
 
 
-def _project(user, value: Any, errors: dict[str, list[str]]):
+def _project(user, value: Any, errors: dict[str | None, list[str]]):
     """The project named in the body (None: the default, see RunCreateSerializer); one the user does not
     read is as unknown as a missing one."""
     if value is None or value == "":
@@ -135,7 +138,7 @@ def _project(user, value: Any, errors: dict[str, list[str]]):
     return project
 
 
-def _text(body: dict, key: str, errors: dict[str, list[str]]) -> str:
+def _text(body: dict, key: str, errors: dict[str | None, list[str]]) -> str:
     value = body.get(key) or ""
     if not isinstance(value, str):
         errors[key] = [f"'{key}' must be a string."]
@@ -143,12 +146,10 @@ def _text(body: dict, key: str, errors: dict[str, list[str]]) -> str:
     return value
 
 
-def _put(data: dict, name: str, field: forms.Field, value: Any, errors: dict[str, list[str]]) -> None:
-    """The form's text for one config value (a checkbox is present only when on)."""
-    if isinstance(field, forms.BooleanField):
-        if not isinstance(value, bool):
-            errors[name] = [f"'{name}' must be true or false."]
-        elif value:
-            data[name] = "on"
-        return
-    data[name] = "" if value is None else field.prepare_value(value)
+def refused_response(refused: LaunchRefused):
+    """A refused launch as the API answers it: 403 for a viewer's, 400 otherwise, with the errors by
+    field (the launch as a whole under "__all__", as Django names a form's own errors)."""
+    from rest_framework.response import Response
+
+    errors = {field or "__all__": messages for field, messages in refused.errors.items()}
+    return Response({"detail": str(refused), "errors": errors}, status=403 if refused.forbidden else 400)

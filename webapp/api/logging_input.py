@@ -24,13 +24,13 @@ import re
 from typing import Any
 
 from webapp.nul_guard import nul_replaced
-from webapp.runs.external import FINAL_STATES
-from webapp.runs.forms import MAX_TAG_CHARS, MAX_TAGS
+from webapp.runs.ingest.external import FINAL_STATES
+from webapp.runs.launch.check import MAX_TAG_CHARS, MAX_TAGS
 from webapp.runs.params import BadParam
 
 CLIENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-TAG_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the runs' tag rule (webapp/runs/forms.py TAG), either case
+TAG_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the runs' tag rule (webapp/runs/launch/forms.py TAG), either case
 MAX_TASK, MAX_ORIGIN, MAX_NAME, MAX_NOTES = 100, 40, 200, 20_000
 MAX_TOTAL_STEPS = 10_000_000
 MAX_CONFIG_BYTES = 64 * 1024
@@ -196,7 +196,7 @@ def steps_checked(body: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
     if len(steps) > MAX_STEPS_PER_POST:
         raise BadParam(f"'steps' holds {len(steps)} steps; at most {MAX_STEPS_PER_POST} a post.")
     # A step number twice in one post is taken as a retry within the post: the first is stored
-    # (webapp/runs/external.py `external_steps_log`), as a later post of a stored step is skipped.
+    # (webapp/runs/ingest/external.py `external_steps_log`), as a later post of a stored step is skipped.
     refused: dict[str, str] = {}
     return [_step(step, f"steps[{i}]", refused) for i, step in enumerate(steps)], refused
 

@@ -11,8 +11,8 @@ from rest_framework import serializers
 
 from webapp.api import logging_input as bounds
 from webapp.api.schema import NO_NUL, ErrorSerializer, RunSerializer
-from webapp.runs.external import FINAL_STATES
-from webapp.runs.forms import MAX_TAG_CHARS, MAX_TAGS
+from webapp.runs.ingest.external import FINAL_STATES
+from webapp.runs.launch.check import MAX_TAG_CHARS, MAX_TAGS
 
 
 def _pattern(regex: str) -> RegexValidator:

@@ -1,5 +1,5 @@
 """The logging API: how a trainer outside Cohort (TRL's GRPOTrainer, a plain PyTorch loop, through the
-cohort SDK) streams a run in. Thin views over webapp/runs/external.py; the bodies are checked by
+cohort SDK) streams a run in. Thin views over webapp/runs/ingest/external.py; the bodies are checked by
 webapp/api/logging_input.py and described by webapp/api/logging_schema.py.
 
 - `POST /api/external/runs/`: start (or, for a client_id seen before, find) the caller's run: 201 / 200.
@@ -26,7 +26,7 @@ from webapp.api.parsers import json_parser
 from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
 from webapp.projects.models import Role
 from webapp.projects.selectors import has_role, projects_for_user
-from webapp.runs.external import (
+from webapp.runs.ingest.external import (
     ExternalConflict,
     ExternalLimit,
     external_run_finish,

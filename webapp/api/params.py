@@ -8,7 +8,7 @@ import re
 
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from webapp.runs.forms import MAX_TAG_CHARS
+from webapp.runs.launch.check import MAX_TAG_CHARS
 from webapp.runs.models import Run
 from webapp.runs.params import BadParam, int_param
 

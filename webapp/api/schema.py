@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from webapp.api import params
-from webapp.runs.forms import MAX_TAG_CHARS
+from webapp.runs.launch.check import MAX_TAG_CHARS
 from webapp.runs.models import Group, Run
 from webapp.runs.params import INT_PARAM_MAX, MAX_SERIES_KEY_LENGTH
 

@@ -8,9 +8,9 @@ from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 
 from webapp.api.models import ApiToken
+from webapp.runs.ingest.texts import fill_call_texts
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run
 from webapp.runs.selectors import RunSearch, runs_matching
-from webapp.runs.texts import fill_call_texts
 
 
 def tokens_for_user(user) -> QuerySet[ApiToken]:

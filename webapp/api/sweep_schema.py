@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from trainer.run.events import INT32_MAX
 from webapp.api.schema import RunCreateSerializer
-from webapp.runs.forms import MAX_CONFIG_INT
 from webapp.sweeps.models import Sweep, Trial
 from webapp.sweeps.plan import MAX_PARALLEL, MAX_SEEDS, MAX_TRIALS
-from webapp.sweeps.spec_input import MAX_SAMPLER_SEED
 from webapp.sweeps.study import DEFAULT_OPTIONS
 
 # The request's example (the docs show it; the schema fuzz sends it): examples/sweep_toy.toml as JSON.
@@ -39,8 +38,8 @@ class SweepSettingsSerializer(serializers.Serializer):
     direction = serializers.ChoiceField(choices=Sweep.Direction.choices, required=False,
                                         default=Sweep.Direction.MAXIMIZE)
     pruner = serializers.ChoiceField(choices=Sweep.Pruner.choices, required=False, default=Sweep.Pruner.NONE)
-    sampler_seed = serializers.IntegerField(min_value=0, max_value=MAX_SAMPLER_SEED, required=False, default=0)
-    options = serializers.DictField(child=serializers.IntegerField(min_value=0, max_value=MAX_CONFIG_INT),
+    sampler_seed = serializers.IntegerField(min_value=0, max_value=INT32_MAX, required=False, default=0)
+    options = serializers.DictField(child=serializers.IntegerField(min_value=0, max_value=INT32_MAX),
                                     required=False, help_text=(
         f"The sampler's and pruner's settings, of {', '.join(DEFAULT_OPTIONS)} (grid_points and reduction_factor "
         "at least 2); another name is refused."))

@@ -15,9 +15,10 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from webapp.api import schema, sweep_schema
-from webapp.api.launch import LaunchRefused, launch_form
+from webapp.api.launch import launch_body, launch_from_body, refused_response
 from webapp.api.scope import token_default_project, token_of, token_project_check
 from webapp.nul_guard import holds_nul
+from webapp.runs.launch.check import LaunchRefused
 from webapp.runs.params import BadParam
 from webapp.sweeps.models import Sweep
 from webapp.sweeps.plan import SweepRefused
@@ -52,19 +53,19 @@ def sweep_list(request):
     base = {key: value for key, value in body.items() if key != "sweep"}
     try:
         _check_documented(base)
-        form = launch_form(request.user, base)
+        asked = launch_body(request.user, base)
+        project = asked.project or token_default_project(request)
+        token_project_check(request, project)
+        launch = launch_from_body(request.user, asked, project=project)  # the base, checked as a run's
         spec = spec_from_mapping(body["sweep"])
-    except LaunchRefused as refused:  # the base, refused as a run's would be
-        detail = "The sweep was not launched: " + str(refused).removeprefix("The run was not created: ")
-        return Response({"detail": detail, "errors": refused.errors}, status=400)
+    except LaunchRefused as refused:
+        answer = refused_response(refused)
+        answer.data["detail"] = f"The sweep was not launched: {refused.reasons()}"
+        return answer
     except SweepRefused as refused:
         return _refused(refused)
-    cleaned = form.cleaned_data
-    project = cleaned["project"] or token_default_project(request)
-    token_project_check(request, project)
     try:
-        sweep = sweep_create(owner=request.user, task=cleaned["task"], config=cleaned["config"], spec=spec,
-                             name=cleaned["name"], project=project, tags=cleaned["tags"], notes=cleaned["notes"])
+        sweep = sweep_create(launch, spec=spec, name=asked.name, tags=asked.tags, notes=asked.notes)
     except SweepRefused as refused:
         return _refused(refused)
     location = request.build_absolute_uri(reverse("api:sweep", args=[sweep.pk]))

@@ -15,10 +15,12 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from webapp.api import params, present, schema, selectors
-from webapp.api.launch import LaunchRefused, launch_form
+from webapp.api.launch import launch_body, launch_from_body, refused_response
 from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
-from webapp.runs import inspect, series
-from webapp.runs.adapters import adapter_folder, zip_folder
+from webapp.runs.charts import series
+from webapp.runs.export.adapters import adapter_folder, zip_folder
+from webapp.runs.inspector import steps as inspect
+from webapp.runs.launch.check import LaunchRefused
 from webapp.runs.params import int_param, series_keys, step_range
 from webapp.runs.services import run_create
 
@@ -45,14 +47,13 @@ def run_list(request):
 
 def _run_create(request):
     try:
-        form = launch_form(request.user, request.data)
+        asked = launch_body(request.user, request.data)
+        project = asked.project or token_default_project(request)
+        token_project_check(request, project)
+        launch = launch_from_body(request.user, asked, project=project)
     except LaunchRefused as refused:
-        return Response({"detail": str(refused), "errors": refused.errors}, status=400)
-    cleaned = form.cleaned_data
-    project = cleaned["project"] or token_default_project(request)
-    token_project_check(request, project)
-    run = run_create(owner=request.user, task=cleaned["task"], config=cleaned["config"], name=cleaned["name"],
-                     tags=cleaned["tags"], notes=cleaned["notes"], project=project)
+        return refused_response(refused)
+    run = run_create(launch, name=asked.name, tags=asked.tags, notes=asked.notes)
     location = request.build_absolute_uri(reverse("api:run", args=[run.pk]))
     return Response(present.run_dict(selectors.run_get_api(api_runs(request), run.pk)), status=201,
                     headers={"Location": location})

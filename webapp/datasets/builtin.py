@@ -3,7 +3,7 @@
 Each entry names the dataset, its kind, its files and how they split: where the source has a
 separate evaluation file, that file is the dev split; HoVer ships one file, so a seeded 20% of it
 is dev. `manage.py import_builtin_datasets` imports them through the same service as the admin, then
-`manage.py create_builtin_tasks` defines the ready-made tasks on them (`webapp.runs.catalog`).
+`manage.py create_builtin_tasks` defines the ready-made tasks on them (`webapp.runs.launch.catalog`).
 """
 
 from __future__ import annotations

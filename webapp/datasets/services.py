@@ -130,7 +130,7 @@ def _fail(dataset: Dataset, problems: list[Problem], count: int, started: float)
 
 def _tasks_using(dataset: Dataset) -> QuerySet:
     """The tasks that use `dataset` as their data or their corpus, through the reverse relations of
-    Task's foreign keys (`tasks`, `corpus_tasks`: webapp/runs/models.py), so this app names no Task."""
+    Task's foreign keys (`tasks`, `corpus_tasks`: webapp/runs/models/), so this app names no Task."""
     return dataset.tasks.all() | dataset.corpus_tasks.all()
 
 

@@ -10,8 +10,8 @@ class ExperimentsConfig(AppConfig):
         from webapp.experiments.selectors import experiment_runs_for_user
         from webapp.experiments.services import experiment_offered
         from webapp.experiments.views import experiment_launch, runs_experiments_context
+        from webapp.runs.charts.sources import register_run_source
         from webapp.runs.hooks import LaunchAction, register_launch_action, register_run_page_extras
-        from webapp.runs.run_sources import register_run_source
 
         # The run pages link to the experiments their runs belong to, the launch form offers an
         # experiment for a DSPy program's task, and the compare page opens on an experiment's runs

@@ -23,13 +23,6 @@ class Experiment(models.Model):
     def __str__(self):
         return self.name or f"Experiment {self.pk} ({self.task.name})"
 
-    def save(self, *args, **kwargs):
-        if self.project_id is None and self.owner_id is not None:  # as a run made without one
-            from webapp.projects.selectors import personal_project
-
-            self.project = personal_project(self.owner)
-        super().save(*args, **kwargs)
-
 
 class ExperimentRun(models.Model):
     """One run of an experiment: `kind` says which arms it measures (selectors.ARMS)."""

@@ -13,9 +13,9 @@ from django.http import Http404
 
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.projects.selectors import readable_project_ids
-from webapp.runs.aggregates import seed_summary
+from webapp.runs.charts.aggregates import seed_summary
+from webapp.runs.charts.sources import source_id
 from webapp.runs.models import Run, StepMetric
-from webapp.runs.run_sources import source_id
 from webapp.runs.selectors import run_list_for_user
 
 EVAL_PREFIX = "eval/reward/"
@@ -46,7 +46,7 @@ def experiment_get_for_user(user, experiment_id) -> Experiment:
 
 
 def experiment_runs_for_user(user, experiment_id: str) -> list[Run]:
-    """The compare page's `experiment` source (webapp/runs/run_sources.py): the runs of that experiment
+    """The compare page's `experiment` source (webapp/runs/charts/sources.py): the runs of that experiment
     the user may read, seed by seed (a run moved to a project they do not read is left out). Http404
     for an experiment they may not see; ValueError for a value that is no id."""
     experiment = experiment_get_for_user(user, source_id(experiment_id, "an experiment"))

@@ -21,8 +21,8 @@ from django.db import transaction
 from trainer.config import RunConfig
 from trainer.programs import PROGRAMS, program_info
 from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.projects.selectors import personal_project
-from webapp.runs.launch_limits import limits_check_launch
+from webapp.projects.services import personal_project_ensure
+from webapp.runs.launch.check import Launch, LaunchRefused, launch_check
 from webapp.runs.models import Run, Task
 from webapp.runs.services import run_create
 
@@ -51,10 +51,10 @@ def experiment_configs(config: RunConfig, seeds: int) -> list[tuple[str, int, Ru
     return runs
 
 
-def experiment_create(*, owner, task: Task, config: RunConfig, seeds: int, name: str = "",
-                      project=None) -> Experiment:
-    """Queues the experiment's 2 x `seeds` runs in `project` (None: the owner's personal project), all or
-    none (ExperimentRefused with the reason)."""
+def experiment_create(base: Launch, *, seeds: int, name: str = "") -> Experiment:
+    """Queues the experiment's 2 x `seeds` runs of a checked launch in its project (None: the owner's
+    personal project), each through the launch check, all or none (ExperimentRefused with the reason)."""
+    owner, task, config = base.owner, base.task, base.config
     if not 1 <= seeds <= MAX_SEEDS:
         raise ExperimentRefused(f"Choose between 1 and {MAX_SEEDS} seeds.")
     if not program_info(config.program).get("optimizes_prompts"):
@@ -62,15 +62,17 @@ def experiment_create(*, owner, task: Task, config: RunConfig, seeds: int, name:
                                 "prompt optimization with weight training, which needs one.")
     planned = experiment_configs(config, seeds)
     with transaction.atomic():
-        project = project or personal_project(owner)
+        project = base.project or personal_project_ensure(owner)
         experiment = Experiment.objects.create(owner=owner, project=project, task=task, name=name, seeds=seeds,
                                                config=config.to_dict())
         for index, (kind, seed, run_config) in enumerate(planned, start=1):
-            refused = limits_check_launch(owner, run_config)  # counts the runs queued just before this one
-            if refused:
-                raise ExperimentRefused(f"run {index} of {len(planned)} ({kind}, seed {seed}): {refused[0].message}")
-            run = run_create(owner=owner, task=task, config=run_config, name=f"{experiment} · {kind} · seed {seed}",
-                             tags=["experiment", f"exp-{experiment.pk}"], project=project)
+            try:  # counts the runs queued just before this one
+                launch = launch_check(owner, task=task, program=config.program, values=run_config.to_dict(),
+                                      project=project)
+            except LaunchRefused as refused:
+                first = next(iter(refused.errors.values()))[0]
+                raise ExperimentRefused(f"run {index} of {len(planned)} ({kind}, seed {seed}): {first}") from None
+            run = run_create(launch, name=f"{experiment} · {kind} · seed {seed}", tags=["experiment", f"exp-{experiment.pk}"])
             ExperimentRun.objects.create(experiment=experiment, run=run, kind=kind, seed=seed)
     return experiment
 

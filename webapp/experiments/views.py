@@ -38,9 +38,7 @@ def experiment_launch(request, form):
     except ValueError:
         seeds = 0  # refused below with the allowed range
     try:
-        experiment = experiment_create(owner=request.user, task=form.cleaned_data["task"],
-                                       config=form.cleaned_data["config"], seeds=seeds, name=form.cleaned_data["name"],
-                                       project=form.cleaned_data["project"])
+        experiment = experiment_create(form.cleaned_data["launch"], seeds=seeds, name=form.cleaned_data["name"])
     except ExperimentRefused as exc:
         form.add_error(None, f"The experiment was not launched: {exc}")
         return None

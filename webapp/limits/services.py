@@ -3,7 +3,7 @@
 Defaults come from settings (COHORT_LIMIT_*); a `LimitOverride` row for the user wins over its
 groups' rows, and among several groups the most generous value wins. Staff bypass every limit.
 The checks run at launch and at claim time, which count and look up runs, live in the runs app
-(webapp/runs/launch_limits.py: `limits_check_launch`, `limits_check_claim`,
+(webapp/runs/launch/limits.py: `limits_check_launch`, `limits_check_claim`,
 `limits_fail_run_over_budget`); they call these pure parts.
 """
 

@@ -16,7 +16,7 @@ Never the server's own files (the code, the var dir with the database and secret
 the hub cache). The check runs at launch (beside the field) and again when a worker claims the run.
 
 Whose run a run folder is, is the runs app's to answer: the caller passes `may_read_run(user, run_id)`
-(webapp/runs/launch_limits.py), so the limits app never imports the runs app.
+(webapp/runs/launch/limits.py), so the limits app never imports the runs app.
 """
 
 from __future__ import annotations

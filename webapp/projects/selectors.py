@@ -94,11 +94,10 @@ def launchable_projects(user) -> QuerySet[Project]:
     return projects.filter(pk__in=writes)
 
 
-def personal_project(user) -> Project:
-    """The user's personal project (made on first use for a user created before projects existed)."""
-    from webapp.projects.services import personal_project_ensure
-
-    return personal_project_ensure(user)
+def personal_project(user) -> Project | None:
+    """The user's personal project (made with the account, webapp/projects/services.py `on_user_saved`;
+    a writer that needs it for certain calls `personal_project_ensure`)."""
+    return Project.objects.filter(personal_of=user).first()
 
 
 def project_members(project: Project) -> list[Membership]:

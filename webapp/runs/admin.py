@@ -12,10 +12,10 @@ from trainer.programs import PROGRAMS, program_error, program_info
 from trainer.rewards import REWARDS, reward_defaults
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.datasets.models import Dataset
-from webapp.runs.catalog import task_rewards_check
+from webapp.runs.ingest.retention import storage_label
+from webapp.runs.ingest.texts import fill_call_texts
+from webapp.runs.launch.catalog import task_rewards_check
 from webapp.runs.models import Group, GroupMember, ModuleCall, Program, Rollout, Run, StepMetric, Task
-from webapp.runs.retention import storage_label
-from webapp.runs.texts import fill_call_texts
 
 
 @admin.register(Program)
@@ -241,7 +241,7 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["owner", "task"]
     date_hierarchy = "created_at"
     # State changes go through Run.transition (the state machine), never a free-form edit.
-    # Who trains a run decides what Cohort may do with it (webapp/runs/external.py): never edited either.
+    # Who trains a run decides what Cohort may do with it (webapp/runs/ingest/external.py): never edited either.
     readonly_fields = ["state", "attempt", "current_step", "last_seq", "heartbeat_at", "worker", "storage_bytes",
                        "started_at", "finished_at", "created_at", "origin", "external_id"]
 
@@ -279,7 +279,7 @@ class ModuleCallAdmin(admin.ModelAdmin):
     list_display = ["id", "rollout", "position", "module", "invocation_index", "parsed_ok", "specific_reward",
                     "propagated_reward", "advantage"]
     list_filter = ["module", "parsed_ok"]
-    search_fields = ["module"]  # texts are compressed per example (webapp/runs/texts.py): not searchable in SQL
+    search_fields = ["module"]  # texts are compressed per example (webapp/runs/ingest/texts.py): not searchable in SQL
     raw_id_fields = ["rollout"]
     exclude = ["prompt", "messages", "completion"]
     readonly_fields = ["prompt_text", "completion_text"]

@@ -66,7 +66,7 @@ def run_move_targets(user, run: Run) -> QuerySet:
 
 def launchable_tasks() -> QuerySet[Task]:
     """The tasks Cohort's worker can train: all but those created for runs trained elsewhere, whose
-    program is no registered one (webapp/runs/external.py)."""
+    program is no registered one (webapp/runs/ingest/external.py)."""
     return Task.objects.exclude(program__name=EXTERNAL_PROGRAM)
 
 

@@ -13,9 +13,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from trainer.config import RunConfig
 from webapp.celery import app as celery_app
-from webapp.runs.launch_limits import limits_fail_run_over_budget
+from webapp.projects.services import personal_project_ensure
+from webapp.runs.charts.blocks import blocks_discard_after
+from webapp.runs.ingest.retention import storage_recount
+from webapp.runs.launch.check import Launch
+from webapp.runs.launch.limits import limits_fail_run_over_budget
 from webapp.runs.models import (
     CallText,
     Group,
@@ -25,10 +28,7 @@ from webapp.runs.models import (
     Rollout,
     Run,
     StepMetric,
-    Task,
 )
-from webapp.runs.retention import storage_recount
-from webapp.runs.series_store import blocks_discard_after
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +40,15 @@ def _enqueue_training(run: Run) -> None:
     transaction.on_commit(lambda: celery_app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu"))
 
 
-def run_create(*, owner, task: Task, config: RunConfig, name: str = "", tags: list[str] | None = None,
-               notes: str = "", project=None) -> Run:
-    """A queued run of `task` with a validated config, in `project` (None: the owner's personal
-    project; the caller checked the owner may launch there); training is enqueued after commit."""
+def run_create(launch: Launch, *, name: str = "", tags: list[str] | None = None, notes: str = "") -> Run:
+    """A queued run of a checked launch (`launch_check` in webapp/runs/launch/check.py makes the only
+    Launch there is), in its project or its owner's personal one; training is enqueued after commit."""
+    config = launch.config
     with transaction.atomic():
-        run = Run.objects.create(owner=owner, project=project, task=task, name=name, config=config.to_dict(),
-                                 total_steps=config.steps, state=Run.State.QUEUED, tags=list(tags or []), notes=notes)
+        project = launch.project or personal_project_ensure(launch.owner)
+        run = Run.objects.create(owner=launch.owner, project=project, task=launch.task, name=name,
+                                 config=config.to_dict(), total_steps=config.steps, state=Run.State.QUEUED,
+                                 tags=list(tags or []), notes=notes)
         _enqueue_training(run)
     return run
 

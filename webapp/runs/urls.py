@@ -1,6 +1,10 @@
 from django.urls import path
 
-from webapp.runs import compare_views, export_views, history_views, table_views, views
+from webapp.runs import views
+from webapp.runs.charts import views as compare_views
+from webapp.runs.export import views as export_views
+from webapp.runs.inspector import history_views
+from webapp.runs.table import views as table_views
 
 app_name = "runs"
 

@@ -8,24 +8,29 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from webapp.fast_json import numbers_response
 from webapp.projects.selectors import launchable_projects, personal_project
-from webapp.runs import divergence, groups, inspect, present, series, series_store, token_present
 from webapp.runs.access import (
     anonymized,
     link_readable,
     run_change_check,
     run_read,
 )
-from webapp.runs.config_link import config_link_values
-from webapp.runs.forms import RunLaunchForm
+from webapp.runs.charts import blocks as series_store
+from webapp.runs.charts import series
 from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
-from webapp.runs.launch import config_defaults, model_suggestion_choices, preset_choices
+from webapp.runs.ingest.retention import rollouts_dropped
+from webapp.runs.ingest.texts import fill_call_texts
+from webapp.runs.inspector import divergence, groups
+from webapp.runs.inspector import grid_cells as present
+from webapp.runs.inspector import steps as inspect
+from webapp.runs.inspector import token_cells as token_present
+from webapp.runs.launch.config_link import config_link_values
+from webapp.runs.launch.defaults import config_defaults, model_suggestion_choices, preset_choices
+from webapp.runs.launch.forms import RunLaunchForm
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam, series_keys, step_range
 from webapp.runs.params import int_param as _int_param
-from webapp.runs.retention import rollouts_dropped
 from webapp.runs.selectors import launchable_tasks, run_move_targets, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
-from webapp.runs.texts import fill_call_texts
 
 METRICS_PAGE_LIMIT = 5000
 MAX_POINTS_DEFAULT = 2000  # about two points per horizontal pixel of a wide chart
@@ -52,9 +57,8 @@ def run_new(request):
         if action is not None:  # another button of the form, e.g. "Launch experiment" (webapp/experiments)
             return action.launch(request, form) or _render_launch(request, form, status=400)
         if form.is_valid():
-            run = run_create(owner=request.user, task=form.cleaned_data["task"], config=form.cleaned_data["config"],
-                             name=form.cleaned_data["name"], tags=form.cleaned_data["tags"],
-                             notes=form.cleaned_data["notes"], project=form.cleaned_data["project"])
+            cleaned = form.cleaned_data
+            run = run_create(cleaned["launch"], name=cleaned["name"], tags=cleaned["tags"], notes=cleaned["notes"])
             messages.success(request, f"Run {run.pk} is queued.", extra_tags="run-queued")
             return redirect("runs:detail", run_id=run.pk)
         return _render_launch(request, form, status=400)
@@ -65,7 +69,7 @@ def run_new(request):
     model = request.GET.get("model") or None
     try:
         initial = config_defaults(task, preset=preset, model=model)
-        # A link that carries settings (a sweep's "Launch this", webapp/runs/config_link.py) fills them in.
+        # A link that carries settings (a sweep's "Launch this", webapp/runs/launch/config_link.py) fills them in.
         initial.update(config_link_values(request.GET["config"]) if request.GET.get("config") else {})
     except ValueError as exc:  # ConfigLinkError (a damaged or foreign link) is a ValueError
         messages.error(request, str(exc))
@@ -136,7 +140,7 @@ def _detail_context(run, user) -> dict:
     }
     # A run trained elsewhere stores its client's config as sent: a key of that name means nothing here.
     optimizes = not run.is_external and (run.config or {}).get("prompt_optimizer", "none") not in ("none", None)
-    # Phase 1's record (webapp/runs/prompt_phase.py) for a run that optimizes prompts first, else None.
+    # Phase 1's record (webapp/runs/ingest/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
     return {"run": run, "live": live, "prompt_phase": prompt_phase, "chart_sections": CHART_SECTIONS,
             "move_choices": list(run_move_targets(user, run)) if run.access.can_change else [],

@@ -51,7 +51,7 @@ def queue_order() -> list[tuple[int, Run]]:
 
 def active_runs_with_workers() -> list[Run]:
     """Running and cancelling runs, each with `.worker_row` (the Worker it runs on, or None): two queries.
-    Runs trained elsewhere (webapp/runs/external.py) are left out: they hold none of these workers."""
+    Runs trained elsewhere (webapp/runs/ingest/external.py) are left out: they hold none of these workers."""
     from webapp.scheduling.models import Worker
 
     runs = list(Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], origin=Run.ORIGIN_COHORT)

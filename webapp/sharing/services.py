@@ -21,7 +21,7 @@ from webapp.sharing.models import ShareLink, signer
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
-MAX_RUNS = 20  # a compare view's runs (webapp/runs/compare_views.py COMPARE_MAX_RUNS)
+MAX_RUNS = 20  # a compare view's runs (webapp/runs/charts/views.py COMPARE_MAX_RUNS)
 SESSION_KEY = "share_links"  # the ids of the links this browser opened
 SESSION_MAX_LINKS = 20
 

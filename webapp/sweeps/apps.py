@@ -29,9 +29,9 @@ class SweepsConfig(AppConfig):
     verbose_name = "Sweeps"
 
     def ready(self):
+        from webapp.runs.charts.sources import register_run_source
         from webapp.runs.hooks import register_run_page_extras
         from webapp.runs.models import run_state_changed, steps_stored
-        from webapp.runs.run_sources import register_run_source
         from webapp.sweeps.selectors import runs_sweeps_context, sweep_runs_for_user
 
         # A sweep follows its runs through the runs app's signals; the runs app never imports this one.

@@ -5,7 +5,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
-from webapp.runs.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from webapp.runs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from webapp.sweeps.messages import SweepNotice, sweep_group_name
 from webapp.sweeps.selectors import sweep_get_for_user
 

@@ -2,7 +2,7 @@
 entry per sweepable setting, posted as `sweep__<field>` (`4, 8` or `1e-5..1e-3 log`), and the sweep's
 settings (`SweepSettingsForm`).
 
-The base settings are the launch form's own (webapp/runs/forms.py RunLaunchForm, validated exactly as
+The base settings are the launch form's own (webapp/runs/launch/forms.py RunLaunchForm, validated exactly as
 for a run); this form only reads what a sweep adds. It checks types; what the values mean (bounds, a
 grid's size, the launch limits) is `sweep_plan`'s to judge, so the form, the API and `launch_run --sweep`
 refuse the same sweeps with the same words.
@@ -16,12 +16,11 @@ from typing import Any
 from django import forms
 
 from trainer.config import literal_choices
-from webapp.runs.forms import MAX_CONFIG_INT
+from trainer.run.events import INT32_MAX
 from webapp.sweeps.models import Sweep
 from webapp.sweeps.objective import EVAL_KEY, TRAIN_KEY
 from webapp.sweeps.plan import MAX_PARALLEL, MAX_SEEDS, MAX_TRIALS, SweepSpec
 from webapp.sweeps.space import FIELDS, NOT_SWEPT, field_kind, parse_text
-from webapp.sweeps.spec_input import MAX_SAMPLER_SEED
 from webapp.sweeps.study import DEFAULT_OPTIONS
 
 ENTRY_PREFIX = "sweep__"
@@ -88,14 +87,14 @@ class SweepSettingsForm(forms.Form):
     sweep_direction = forms.ChoiceField(label="direction", choices=Sweep.Direction.choices,
                                         initial=Sweep.Direction.MAXIMIZE)
     sweep_pruner = forms.ChoiceField(label="pruner", choices=Sweep.Pruner.choices, initial=Sweep.Pruner.NONE)
-    sweep_sampler_seed = forms.IntegerField(label="sampler seed", initial=0, min_value=0, max_value=MAX_SAMPLER_SEED,
+    sweep_sampler_seed = forms.IntegerField(label="sampler seed", initial=0, min_value=0, max_value=INT32_MAX,
                                             help_text="Makes the proposed configurations reproducible.")
     # Negative values are left to sweep_plan, which refuses every option's the same way.
     sweep_startup_trials = forms.IntegerField(label="startup trials", required=False, widget=_number_input(0),
-                                              max_value=MAX_CONFIG_INT,
+                                              max_value=INT32_MAX,
                                               help_text="TPE: random trials first; pruners: trials before pruning.")
     sweep_warmup_steps = forms.IntegerField(label="warmup steps", required=False, widget=_number_input(0),
-                                            max_value=MAX_CONFIG_INT,
+                                            max_value=INT32_MAX,
                                             help_text="Median pruner: steps of a trial before it may be pruned.")
 
     OPTION_FIELDS = {f"sweep_{name}": name for name in FORM_OPTIONS}

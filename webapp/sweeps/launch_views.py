@@ -31,9 +31,8 @@ def sweep_launch(request, form):
         return None
     cleaned = form.cleaned_data
     try:
-        sweep = sweep_create(owner=request.user, task=cleaned["task"], config=cleaned["config"],
-                             spec=settings.spec(space), name=cleaned["name"], project=cleaned["project"],
-                             tags=cleaned["tags"], notes=cleaned["notes"])
+        sweep = sweep_create(cleaned["launch"], spec=settings.spec(space), name=cleaned["name"], tags=cleaned["tags"],
+                             notes=cleaned["notes"])
     except SweepRefused as refused:
         add_refusal_errors(form, settings, refused.errors)
         return None

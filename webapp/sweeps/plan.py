@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.config import ConfigError, RunConfig
+from trainer.run.events import INT32_MAX
 from webapp.limits.services import limits_for_user
-from webapp.runs.launch_limits import limits_check_launch
+from webapp.runs.launch.limits import limits_check_launch
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep
 from webapp.sweeps.space import SpaceError, config_with, grid, parse_space
@@ -19,7 +20,6 @@ from webapp.sweeps.study import DEFAULT_OPTIONS
 MAX_TRIALS = 1000
 MAX_SEEDS = 10
 MAX_PARALLEL = 32
-MAX_INT = 2**31 - 1  # a PostgreSQL integer column (the sampler seed, an option), and within Optuna's seeds
 
 
 @dataclass
@@ -68,14 +68,14 @@ def _check_settings(spec: SweepSpec) -> dict[str | None, str]:
     elif set(options) - set(DEFAULT_OPTIONS):
         errors["sweep_options"] = (f"Unknown option(s) {', '.join(sorted(map(str, set(options) - set(DEFAULT_OPTIONS))))}; "
                                    f"known: {', '.join(DEFAULT_OPTIONS)}.")
-    elif bad := sorted(k for k, v in options.items() if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_INT):
-        errors["sweep_options"] = f"Options are whole numbers from 0 to {MAX_INT:,}: not {', '.join(bad)}."
+    elif bad := sorted(k for k, v in options.items() if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= INT32_MAX):
+        errors["sweep_options"] = f"Options are whole numbers from 0 to {INT32_MAX:,}: not {', '.join(bad)}."
     elif options.get("grid_points", 3) < 2 or options.get("reduction_factor", 3) < 2:
         errors["sweep_options"] = "grid_points and reduction_factor are at least 2."
     if not isinstance(spec.objective, str) or len(spec.objective) > 200 or "\x00" in spec.objective:
         errors["sweep_objective"] = "The objective is a step metric's name, e.g. eval/reward/mean."
-    if not isinstance(spec.sampler_seed, int) or isinstance(spec.sampler_seed, bool) or not 0 <= spec.sampler_seed <= MAX_INT:
-        errors["sweep_sampler_seed"] = f"The sweep's seed is a whole number from 0 to {MAX_INT:,}."
+    if not isinstance(spec.sampler_seed, int) or isinstance(spec.sampler_seed, bool) or not 0 <= spec.sampler_seed <= INT32_MAX:
+        errors["sweep_sampler_seed"] = f"The sweep's seed is a whole number from 0 to {INT32_MAX:,}."
     return errors
 
 

@@ -17,8 +17,8 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from webapp.runs.aggregates import seed_summary
-from webapp.runs.config_link import config_link_changes, config_link_token
+from webapp.runs.charts.aggregates import seed_summary
+from webapp.runs.launch.config_link import config_link_changes, config_link_token
 from webapp.runs.models import Run
 from webapp.sweeps.importance import importance_json
 from webapp.sweeps.models import Sweep, Trial, TrialRun
@@ -136,7 +136,7 @@ def launch_config(sweep: Sweep, trial: Trial) -> dict[str, Any]:
 
 def launch_url(sweep: Sweep, trial: Trial) -> str:
     """The launch form of the sweep's task and project, filled in with launch_config (the runs app's
-    `?config=` link, webapp/runs/config_link.py); the user still submits it."""
+    `?config=` link, webapp/runs/launch/config_link.py); the user still submits it."""
     changes = config_link_changes(sweep.task, launch_config(sweep, trial))
     query = {"task": sweep.task_id, "project": sweep.project.name, "config": config_link_token(changes)}
     return f"{reverse('runs:new')}?{urlencode(query)}"

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.projects.selectors import readable_project_ids
-from webapp.runs.run_sources import source_id
+from webapp.runs.charts.sources import source_id
 from webapp.runs.selectors import run_list_for_user
 from webapp.sweeps.models import Sweep
 
@@ -40,7 +40,7 @@ def runs_sweeps_context(runs) -> dict:
 
 
 def sweep_runs_for_user(user, sweep_id: str) -> list:
-    """The compare page's `sweep` source (webapp/runs/run_sources.py): the sweep's runs the user may read,
+    """The compare page's `sweep` source (webapp/runs/charts/sources.py): the sweep's runs the user may read,
     trial by trial and seed by seed, so its configurations show as seed groups with their bands. Http404
     for a sweep they may not see; ValueError for a value that is no id."""
     sweep = sweep_get_for_user(user, source_id(sweep_id, "a sweep"))

@@ -19,9 +19,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from trainer.config import RunConfig
-from webapp.projects.selectors import personal_project
-from webapp.runs.models import Run, Task
+from webapp.projects.services import personal_project_ensure
+from webapp.runs.launch.check import Launch, LaunchRefused, launch_check
+from webapp.runs.models import Run
 from webapp.runs.services import run_cancel, run_create, run_prune
 from webapp.sweeps.messages import sweep_notice_after_commit
 from webapp.sweeps.models import Sweep, Trial, TrialRun
@@ -32,8 +32,8 @@ from webapp.sweeps.objective import (
     seed_series,
     trial_intermediate,
 )
-from webapp.sweeps.plan import SweepSpec, per_run_limit_errors, room_for_runs, sweep_plan
-from webapp.sweeps.space import config_with, space_json
+from webapp.sweeps.plan import SweepSpec, room_for_runs, sweep_plan
+from webapp.sweeps.space import space_json
 from webapp.sweeps.study import propose, prune_verdict
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,16 @@ FINAL_RUN_STATES = frozenset({Run.State.SUCCEEDED, Run.State.FAILED, Run.State.C
 GIVEN_UP = "the worker was lost mid-trial: a sweep's trial is not resumed, the sweep goes on"
 
 
-def sweep_create(*, owner, task: Task, config: RunConfig, spec: SweepSpec, name: str = "", project=None,
-                 tags: Sequence[str] = (), notes: str = "") -> Sweep:
-    """Checks the whole sweep (sweep_plan), then creates it and queues its first configurations, all in
-    one transaction: a refused sweep leaves nothing behind. `tags` and `notes` go on every run."""
+def sweep_create(base: Launch, *, spec: SweepSpec, name: str = "", tags: Sequence[str] = (), notes: str = "") -> Sweep:
+    """Checks the whole sweep (sweep_plan) over its checked base launch, then creates it and queues its
+    first configurations, all in one transaction: a refused sweep leaves nothing behind. `tags` and
+    `notes` go on every run."""
+    owner, config = base.owner, base.config
     dimensions, n_trials = sweep_plan(owner, config, spec)
     with transaction.atomic():
         sweep = Sweep.objects.create(
-            owner=owner, project=project or personal_project(owner), task=task, name=name, config=config.to_dict(),
+            owner=owner, project=base.project or personal_project_ensure(owner), task=base.task, name=name,
+            config=config.to_dict(),
             space=space_json(dimensions), method=spec.method, seeds=spec.seeds, n_trials=n_trials,
             parallel=spec.parallel, objective=spec.objective or default_objective(config.to_dict()), mode=spec.mode,
             direction=spec.direction, pruner=spec.pruner, sampler_seed=spec.sampler_seed, options=dict(spec.options),
@@ -94,29 +96,22 @@ def _start_trial(sweep: Sweep, trials: list[Trial]) -> tuple[Trial | None, str]:
     now (Optuna proposes the same configuration when asked again). A configuration RunConfig refuses
     is a failed trial: the sweep goes on."""
     params, attrs = propose(sweep, trials)
-    base = RunConfig.from_dict(sweep.config)
-    try:
-        configs = [config_with(base, {**params, "seed": seed}) for seed in sweep.seed_values]
-    except ValueError as exc:
+    try:  # each seed's run through the launch check; the sweep's plan counts the runs (counts=False)
+        launches = [launch_check(sweep.owner, task=sweep.task, program=sweep.config.get("program"), counts=False,
+                                 project=sweep.project,
+                                 values={**sweep.config, **params, "seed": seed}) for seed in sweep.seed_values]
+    except LaunchRefused as refused:  # a configuration RunConfig or a per-run limit refuses: a failed trial
         trial = Trial.objects.create(sweep=sweep, number=len(trials), params=params, system_attrs=attrs,
-                                     state=Trial.State.FAILED, reason=f"RunConfig refused it: {exc}",
-                                     finished_at=timezone.now())
+                                     state=Trial.State.FAILED, finished_at=timezone.now(),
+                                     reason=f"Refused at launch: {refused.reasons()}")
         return trial, ""
-    for config in configs:
-        refused = per_run_limit_errors(sweep.owner, config)
-        if refused:  # this configuration is over a per-run limit: a failed trial
-            trial = Trial.objects.create(
-                sweep=sweep, number=len(trials), params=params, system_attrs=attrs, state=Trial.State.FAILED,
-                finished_at=timezone.now(), reason="Over a launch limit: " + " ".join(e.message for e in refused))
-            return trial, ""
     room, usage = room_for_runs(sweep.owner)
-    if room < len(configs):  # the owner's active or queued runs: room comes back as runs end
-        return None, (f"Waiting for room under your launch limits for {len(configs)} more runs ({usage}).")
+    if room < len(launches):  # the owner's active or queued runs: room comes back as runs end
+        return None, (f"Waiting for room under your launch limits for {len(launches)} more runs ({usage}).")
     trial = Trial.objects.create(sweep=sweep, number=len(trials), params=params, system_attrs=attrs)
     described = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-    for seed, config in zip(sweep.seed_values, configs, strict=True):
-        run = run_create(owner=sweep.owner, task=sweep.task, config=config, project=sweep.project,
-                         name=f"{sweep} · trial {trial.number} · {described} · seed {seed}"[:200],
+    for seed, launch in zip(sweep.seed_values, launches, strict=True):
+        run = run_create(launch, name=f"{sweep} · trial {trial.number} · {described} · seed {seed}"[:200],
                          tags=list(dict.fromkeys(["sweep", f"sweep-{sweep.pk}", *sweep.run_tags])),
                          notes=sweep.run_notes)
         TrialRun.objects.create(trial=trial, run=run, seed=seed)

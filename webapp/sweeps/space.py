@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.config import RunConfig, literal_choices
+from trainer.run.events import INT32_MAX
 
 # What a sweep may not vary: the seed has its own setting (seeds per configuration); the task fills these.
 NOT_SWEPT = {"seed", "program", "train_data", "dev_data", "corpus_data"}
@@ -84,7 +85,6 @@ def field_kind(name: str) -> str:
             "float | None": "float", "str | None": "str"}.get(annotation, "other")
 
 
-MAX_INT = 2**31 - 1  # a run's integer settings end in database integer columns (its steps)
 
 
 def _number(value: Any, what: str) -> float:
@@ -104,8 +104,8 @@ def _typed(name: str, value: Any) -> Any:
         number = _number(value, "an integer") if isinstance(value, str) else value
         if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
             raise ValueError(f"{str(value)[:40]!r} is not an integer")
-        if abs(number) > MAX_INT:
-            raise ValueError(f"{name} is at most {MAX_INT:,}")
+        if abs(number) > INT32_MAX:
+            raise ValueError(f"{name} is at most {INT32_MAX:,}")
         return int(number)
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, int | float | str):

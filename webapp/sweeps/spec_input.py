@@ -16,13 +16,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from trainer.run.events import INT32_MAX
 from webapp.nul_guard import holds_nul
-from webapp.runs.forms import MAX_CONFIG_INT
 from webapp.sweeps.plan import SweepRefused, SweepSpec
 from webapp.sweeps.space import dimension, field_kind
 
 SPEC_KEYS = tuple(f.name for f in dataclasses.fields(SweepSpec))
-MAX_SAMPLER_SEED = 2**31 - 1  # the column's range (PostgreSQL integer), and within Optuna's 0 <= seed < 2**32
 
 
 def spec_from_mapping(settings: Any) -> SweepSpec:
@@ -39,11 +38,11 @@ def spec_from_mapping(settings: Any) -> SweepSpec:
     options = settings.get("options", {})
     if not isinstance(options, dict) or any(isinstance(v, bool) or not isinstance(v, int) for v in options.values()):
         errors["sweep_options"] = 'The options are an object of whole numbers, e.g. {"startup_trials": 2}.'
-    elif any(abs(v) > MAX_CONFIG_INT for v in options.values()):
-        errors["sweep_options"] = f"An option is at most {MAX_CONFIG_INT:,}."
+    elif any(abs(v) > INT32_MAX for v in options.values()):
+        errors["sweep_options"] = f"An option is at most {INT32_MAX:,}."
     seed = settings.get("sampler_seed", 0)
-    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed <= MAX_SAMPLER_SEED:
-        errors["sweep_sampler_seed"] = f"The sweep's seed is a whole number from 0 to {MAX_SAMPLER_SEED:,}."
+    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed <= INT32_MAX:
+        errors["sweep_sampler_seed"] = f"The sweep's seed is a whole number from 0 to {INT32_MAX:,}."
     space = settings.get("space", {})
     if isinstance(space, dict):
         errors.update(space_input_errors(space))
@@ -63,21 +62,21 @@ def space_input_errors(space: dict[str, Any]) -> dict[str | None, str]:
             errors[str(name)] = "A swept value holds a NUL character (\\u0000), which no setting accepts."
             continue
         if _holds_huge_int(entry):
-            errors[str(name)] = f"A swept number is at most {MAX_CONFIG_INT:,} in size."
+            errors[str(name)] = f"A swept number is at most {INT32_MAX:,} in size."
             continue
         try:
             found = dimension(str(name), entry)
         except (ValueError, OverflowError):
             continue
         numbers = found.values if found.kind == "values" else (found.low, found.high)
-        if field_kind(found.name) == "int" and any(abs(v) > MAX_CONFIG_INT for v in numbers):
-            errors[found.name] = f"{found.name} is at most {MAX_CONFIG_INT:,}."
+        if field_kind(found.name) == "int" and any(abs(v) > INT32_MAX for v in numbers):
+            errors[found.name] = f"{found.name} is at most {INT32_MAX:,}."
     return errors
 
 
 def _holds_huge_int(value: Any) -> bool:
     if isinstance(value, int) and not isinstance(value, bool):
-        return abs(value) > MAX_CONFIG_INT
+        return abs(value) > INT32_MAX
     if isinstance(value, dict):
         return any(_holds_huge_int(v) for v in value.values())
     if isinstance(value, list):

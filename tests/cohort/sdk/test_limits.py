@@ -4,7 +4,7 @@ so a step it accepts is one the server takes; its copies of the limits must equa
 
 from cohort.sdk import request, values
 from webapp.api import logging_input as server
-from webapp.runs import forms
+from webapp.runs.launch import forms
 
 
 def test_the_sdks_limits_are_the_servers():

@@ -11,7 +11,7 @@ from tests.conftest import free_port
 from tests.webapp.runs.factories import make_run
 from webapp.alerts.models import Alert, Kind
 from webapp.alerts.services import rule_save
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.models import Run
 from workers.tasks import alert_email_task
 

@@ -12,7 +12,7 @@ from tests.webapp.runs.factories import make_run
 from webapp.alerts import services
 from webapp.alerts.models import Alert, AlertRule, Kind
 from webapp.alerts.services import check_stalled, rule_save, rules_defaults_for
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.models import Run
 from webapp.runs.services import run_cancel, run_claim, run_finish, run_heartbeat, run_resume
 from workers.tasks import reap_stale_runs_task
@@ -211,7 +211,7 @@ def test_staff_may_watch_a_run_they_can_see_and_the_alert_is_theirs(owner, staff
     run = make_run(owner, state=Run.State.RUNNING)
     rule_save(owner=staff, kind=Kind.NONFINITE, run=run, params={}, email=False, webhook_url="", enabled=True)
     # A user who lost sight of the run (not staff) is not alerted by a rule left on it.
-    AlertRule.objects.create(owner=stranger, run=run, kind=Kind.NONFINITE)
+    AlertRule.objects.create(owner=stranger, project=run.project, run=run, kind=Kind.NONFINITE)
     ingest(run, (1, {"loss": NAN}))
     assert sorted(a.rule.owner.username for a in alerts(run, Kind.NONFINITE)) == ["owner", "staffer"]
 

@@ -9,6 +9,7 @@ from tests.webapp.runs.factories import make_task
 from tests.workers.test_run_train import toy_config, wait_for_state
 from webapp.alerts.models import Alert, Kind
 from webapp.alerts.services import rule_save
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run, StepMetric
 from webapp.runs.services import run_create
 
@@ -28,7 +29,7 @@ def test_a_run_with_a_nan_loss_raises_nonfinite_once_and_finished_reaches_the_we
         celery_worker_process, owner, webhook_server, test_plugins):
     rule_save(owner=owner, kind=Kind.FINISHED, run=None, params={}, email=False, webhook_url=webhook_server.url,
               enabled=True)
-    run = run_create(owner=owner, task=make_task(), config=toy_config(steps=3, rewards=NAN_REWARDS), name="nan-run")
+    run = run_create(Launch(owner=owner, task=make_task(), config=toy_config(steps=3, rewards=NAN_REWARDS)), name="nan-run")
     log = celery_worker_process.log_path
     run = wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, log=log)
     assert run.state == Run.State.SUCCEEDED, run.error

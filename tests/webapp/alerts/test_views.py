@@ -126,8 +126,9 @@ def test_a_strangers_run_is_a_404_for_rules(logged_in, stranger):
 
 
 def test_removing_a_run_rule_is_for_its_owner_only(logged_in, owner, stranger):
-    mine = AlertRule.objects.create(owner=owner, run=make_run(owner), kind=Kind.FAILED)
-    theirs = AlertRule.objects.create(owner=stranger, run=make_run(stranger), kind=Kind.FAILED)
+    mine_run, their_run = make_run(owner), make_run(stranger)
+    mine = AlertRule.objects.create(owner=owner, project=mine_run.project, run=mine_run, kind=Kind.FAILED)
+    theirs = AlertRule.objects.create(owner=stranger, project=their_run.project, run=their_run, kind=Kind.FAILED)
     default = rules_defaults_for(owner)[0]
     assert logged_in.post(reverse("alerts:rule_delete", args=[theirs.pk])).status_code == 404
     assert logged_in.post(reverse("alerts:rule_delete", args=[default.pk])).status_code == 404

@@ -11,7 +11,8 @@ from webapp.alerts.models import Alert, AlertRule, Kind
 from webapp.alerts.services import rule_save
 from webapp.alerts.webhook import WebhookTemporaryError
 from webapp.celery import app
-from webapp.runs.ingest import step_events_ingest
+from webapp.projects.services import personal_project_ensure
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.models import Run
 from workers.tasks import alert_webhook_task
 
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.backend_neutral(reason=NEUTRAL)]
 
 def webhook_alert(owner, url: str) -> Alert:
     """An open alert whose rule posts to `url`, made without queuing its delivery."""
-    rule = AlertRule.objects.create(owner=owner, kind=Kind.FAILED, webhook_url=url)
+    rule = AlertRule.objects.create(owner=owner, project=personal_project_ensure(owner), kind=Kind.FAILED, webhook_url=url)
     run = make_run(owner, state=Run.State.FAILED, name="broken-run", current_step=3)
     return Alert.objects.create(rule=rule, run=run, kind=rule.kind, message="broken-run failed at step 3.", step=3,
                                 webhook_status=Alert.Webhook.PENDING)

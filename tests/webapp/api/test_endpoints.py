@@ -7,9 +7,9 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.webapp.runs.factories import make_program
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
-from webapp.runs import series
+from webapp.runs.charts import series
+from webapp.runs.ingest.texts import fill_call_texts
 from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run, Task
-from webapp.runs.texts import fill_call_texts
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from tests.webapp.runs.factories import make_run
-from tests.webapp.runs.test_launch import toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import toy_task  # noqa: F401 (fixture)
 from webapp.runs.models import Run
 from webapp.runs.services import run_directory
 

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from django.test import Client
 
 from tests.webapp.runs.factories import make_run, make_task
-from tests.webapp.runs.test_consumers import ORIGIN, connect, session_cookie
+from tests.webapp.runs.live.test_consumers import ORIGIN, connect, session_cookie
 from webapp.runs.models import Rollout, Run, StepMetric
 
 pytestmark = pytest.mark.django_db

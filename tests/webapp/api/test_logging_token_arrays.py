@@ -9,7 +9,7 @@ import pytest
 
 from tests.webapp.api import test_logging_api
 from tests.webapp.api.test_logging_api import post, rollout, steps_body
-from webapp.runs import external
+from webapp.runs.ingest import external
 from webapp.runs.models import CallText, Rollout, StepMetric
 
 pytestmark = pytest.mark.django_db

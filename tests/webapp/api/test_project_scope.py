@@ -8,7 +8,7 @@ from tests.webapp.runs.factories import make_run
 from webapp.api.services import token_create
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db

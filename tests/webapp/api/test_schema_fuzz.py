@@ -26,8 +26,8 @@ from webapp.api.services import token_create
 from webapp.limits.models import LimitOverride
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.catalog import catalog_sync
-from webapp.runs.external import external_run_start, external_steps_log
+from webapp.runs.ingest.external import external_run_start, external_steps_log
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from webapp.datasets.models import Dataset
 from webapp.datasets.services import IMPORT_TASK, ImportOptions, SourceFile, dataset_import, upload_dir
-from webapp.runs.catalog import programs_sync
+from webapp.projects.services import personal_project_ensure
+from webapp.runs.launch.catalog import programs_sync
 from webapp.runs.models import Program, Run, Task
 
 pytestmark = pytest.mark.django_db
@@ -168,7 +169,7 @@ def test_delete_is_refused_while_a_task_uses_the_dataset(admin_client, admin_use
     free = Dataset.objects.create(name="free", kind="math")
     task = Task.objects.create(name="gsm", title="gsm", program=Program.objects.get(name="math"), dataset=used)
     Task.objects.create(name="search", title="s", program=Program.objects.get(name="search"), corpus=corpus)
-    Run.objects.create(owner=admin_user, task=task, config={})
+    Run.objects.create(owner=admin_user, project=personal_project_ensure(admin_user), task=task, config={})
     for dataset, user in ((used, "task “gsm” (uses it as its dataset, with 1 run)"),
                           (corpus, "task “search” (uses it as its retrieval corpus)")):
         url = reverse("admin:datasets_dataset_delete", args=[dataset.pk])

@@ -12,8 +12,8 @@ from trainer.data import read_jsonl
 from trainer.programs import PROGRAMS, get_program
 from webapp.datasets.export import ExportError, task_export
 from webapp.datasets.models import Dataset
-from webapp.runs import catalog
-from webapp.runs.catalog import DATA_TASKS, builtin_tasks_sync, data_tasks_sync, programs_sync
+from webapp.runs.launch import catalog
+from webapp.runs.launch.catalog import DATA_TASKS, builtin_tasks_sync, data_tasks_sync, programs_sync
 from webapp.runs.models import Program, Task
 
 pytestmark = pytest.mark.django_db

@@ -210,7 +210,7 @@ def test_a_database_failure_mid_write_rolls_back_to_the_previous_version(write_j
 
 
 def test_kind_of_a_dataset_used_by_a_task_cannot_change(write_jsonl):
-    from webapp.runs.catalog import programs_sync
+    from webapp.runs.launch.catalog import programs_sync
     from webapp.runs.models import Program, Task
 
     programs_sync()

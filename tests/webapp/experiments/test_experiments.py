@@ -6,10 +6,10 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.runs.factories import make_multihop_task
-from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.selectors import experiment_reward_means, experiment_table
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("test_plugins")]

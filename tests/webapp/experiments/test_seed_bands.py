@@ -10,14 +10,15 @@ from tests.webapp.runs.factories import make_task
 from tests.webapp.runs.seeding import ingest, make_run
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.selectors import experiment_table
-from webapp.runs.aggregates import bootstrap_ci, iqm
+from webapp.projects.services import personal_project_ensure
+from webapp.runs.charts.aggregates import bootstrap_ci, iqm
 
 pytestmark = pytest.mark.django_db
 
 
 def make_experiment(owner, scores):
     """An experiment whose runs stored their step-0 and last-step evaluations: {(kind, seed): (before, after)}."""
-    experiment = Experiment.objects.create(owner=owner, task=make_task(), seeds=len({s for _, s in scores}),
+    experiment = Experiment.objects.create(owner=owner, project=personal_project_ensure(owner), task=make_task(), seeds=len({s for _, s in scores}),
                                            config={"steps": 4}, name="table 1")
     for (kind, seed), (before, after) in scores.items():
         optimizer = "none" if kind == "weights" else "mipro_light"

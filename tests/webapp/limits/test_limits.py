@@ -7,11 +7,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.webapp.runs.factories import make_run
-from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from trainer.config import RunConfig
 from webapp.limits.models import LimitOverride
 from webapp.limits.services import limits_for_user, run_token_budget
-from webapp.runs.launch_limits import limits_check_launch
+from webapp.runs.launch.check import Launch
+from webapp.runs.launch.limits import limits_check_launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_create
 
@@ -101,7 +102,7 @@ def test_a_users_override_beats_its_groups_and_the_most_generous_group_wins(owne
 
 
 def test_claim_fails_a_run_whose_owner_is_now_over_a_per_run_limit(owner, toy_task, settings):  # noqa: F811
-    run = run_create(owner=owner, task=toy_task, config=toy_config())  # allowed under the defaults
+    run = run_create(Launch(owner=owner, task=toy_task, config=toy_config()))  # allowed under the defaults
     settings.COHORT_LIMIT_TOKENS_PER_RUN = 10_000  # the admin lowered the limit meanwhile
     assert run_claim(run.pk, worker="w1") is None  # the worker gets nothing to train
     run.refresh_from_db()
@@ -114,6 +115,6 @@ def test_claim_does_not_count_the_claimed_run_against_the_active_limit(owner, to
     tight.COHORT_LIMIT_TOKENS_PER_RUN = 10**9
     tight.COHORT_LIMIT_MAX_CONTEXT_LENGTH = 10**6
     tight.COHORT_LIMIT_ACTIVE_RUNS_PER_USER = 1
-    run = run_create(owner=owner, task=toy_task, config=toy_config())
+    run = run_create(Launch(owner=owner, task=toy_task, config=toy_config()))
     claimed = run_claim(run.pk, worker="w1")
     assert claimed is not None and claimed.state == Run.State.RUNNING

@@ -10,9 +10,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.webapp.limits.test_limits import toy_config
-from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from webapp.limits.model_allowlist import model_refusal, trainer_environment
 from webapp.limits.models import AllowedModel
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_create
 
@@ -122,7 +123,7 @@ def test_launch_run_refuses_a_model_outside_the_list(owner, toy_task):  # noqa: 
 
 def test_claim_fails_a_run_whose_model_left_the_list(owner, toy_task):  # noqa: F811
     entry = AllowedModel.objects.create(kind=AllowedModel.Kind.PREFIX, value="Qwen/")
-    run = run_create(owner=owner, task=toy_task, config=toy_config(model="Qwen/Qwen2.5-0.5B-Instruct"))
+    run = run_create(Launch(owner=owner, task=toy_task, config=toy_config(model="Qwen/Qwen2.5-0.5B-Instruct")))
     entry.delete()  # the admin removed it while the run waited
     assert run_claim(run.pk, worker="gpu0@h") is None
     run.refresh_from_db()

@@ -9,10 +9,11 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.limits.test_limits import toy_config
-from tests.webapp.runs.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import launch_data, toy_task  # noqa: F401 (fixture)
 from webapp.limits.models import AllowedModel
 from webapp.limits.user_paths import program_state_refusal, program_states_folder
-from webapp.runs.launch_limits import user_may_read_run
+from webapp.runs.launch.check import Launch
+from webapp.runs.launch.limits import user_may_read_run
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_create
 
@@ -45,8 +46,8 @@ def phase_one_state(run) -> str:
 
 def test_a_state_from_ones_own_run_is_allowed_and_from_another_users_run_is_refused(
         runs_dir, owner, stranger, staff, toy_task):  # noqa: F811
-    mine = phase_one_state(run_create(owner=owner, task=toy_task, config=toy_config()))
-    theirs = phase_one_state(run_create(owner=stranger, task=toy_task, config=toy_config()))
+    mine = phase_one_state(run_create(Launch(owner=owner, task=toy_task, config=toy_config())))
+    theirs = phase_one_state(run_create(Launch(owner=stranger, task=toy_task, config=toy_config())))
     assert refusal(owner, mine) is None
     assert "is not yours to read" in refusal(owner, theirs)
     assert refusal(staff, theirs) is None  # staff may name any run's
@@ -91,7 +92,7 @@ def test_an_admins_local_root_is_allowed_and_a_symlink_out_of_it_is_not(runs_dir
     AllowedModel.objects.create(kind=AllowedModel.Kind.LOCAL_ROOT, value=str(root))
     assert refusal(owner, str(state)) is None
     assert "is not a file" in refusal(owner, str(root / "missing.json"))
-    theirs = phase_one_state(run_create(owner=stranger, task=toy_task, config=toy_config()))
+    theirs = phase_one_state(run_create(Launch(owner=stranger, task=toy_task, config=toy_config())))
     (root / "link.json").symlink_to(theirs)
     refused = refusal(owner, str(root / "link.json"))
     assert "is not yours to read" in refused and f"(really {theirs})" in refused
@@ -99,7 +100,7 @@ def test_an_admins_local_root_is_allowed_and_a_symlink_out_of_it_is_not(runs_dir
 
 def test_the_form_shows_the_refusal_beside_the_field_and_queues_nothing(client, runs_dir, owner, stranger,
                                                                         toy_task):  # noqa: F811
-    theirs = phase_one_state(run_create(owner=stranger, task=toy_task, config=toy_config()))
+    theirs = phase_one_state(run_create(Launch(owner=stranger, task=toy_task, config=toy_config())))
     client.force_login(owner)
     response = client.post(reverse("runs:new"), launch_data(toy_task, program_state=theirs))
     assert response.status_code == 400
@@ -108,11 +109,12 @@ def test_the_form_shows_the_refusal_beside_the_field_and_queues_nothing(client, 
 
 
 def test_the_api_refuses_it_with_the_fields_error(runs_dir, owner, stranger, toy_task):  # noqa: F811
-    from webapp.api.launch import LaunchRefused, launch_form
+    from webapp.api.launch import launch_body, launch_from_body
+    from webapp.runs.launch.check import LaunchRefused
 
-    theirs = phase_one_state(run_create(owner=stranger, task=toy_task, config=toy_config()))
+    theirs = phase_one_state(run_create(Launch(owner=stranger, task=toy_task, config=toy_config())))
     with pytest.raises(LaunchRefused) as refused:
-        launch_form(owner, {"task": toy_task.name, "config": {"program_state": theirs}})
+        launch_from_body(owner, launch_body(owner, {"task": toy_task.name, "config": {"program_state": theirs}}))
     assert "is not yours to read" in refused.value.errors["program_state"][0]
 
 
@@ -121,7 +123,7 @@ def test_a_worker_checks_it_again_at_claim(runs_dir, owner, toy_task, tmp_path):
     root.mkdir()
     (root / "state.json").write_text(json.dumps(STATE))
     entry = AllowedModel.objects.create(kind=AllowedModel.Kind.LOCAL_ROOT, value=str(root))
-    run = run_create(owner=owner, task=toy_task, config=toy_config(program_state=str(root / "state.json")))
+    run = run_create(Launch(owner=owner, task=toy_task, config=toy_config(program_state=str(root / "state.json"))))
     entry.delete()  # the admin took the root away while the run waited
     assert run_claim(run.pk, worker="gpu0@h") is None
     run.refresh_from_db()

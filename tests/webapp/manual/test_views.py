@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from trainer.config import GROUP_TITLES
 from webapp.manual import views
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Task
 
 SECRET = "the-server-s-own-file-not-the-manual"

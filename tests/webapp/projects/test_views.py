@@ -6,11 +6,11 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.runs.factories import make_run, make_task
-from tests.webapp.runs.test_launch import launch_data
+from tests.webapp.runs.launch.test_launch import launch_data
 from webapp.projects.models import Membership, Role
 from webapp.projects.selectors import personal_project
 from webapp.projects.services import member_add, project_create
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 
 pytestmark = pytest.mark.django_db
@@ -172,7 +172,7 @@ def test_launch_run_takes_a_project(lab):
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
-    from webapp.runs.catalog import catalog_sync
+    from webapp.runs.launch.catalog import catalog_sync
 
     catalog_sync()
     call_command("launch_run", task="toy", owner="alice", project="lab-p", set=["steps=2"])

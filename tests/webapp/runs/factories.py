@@ -1,5 +1,6 @@
 """Small builders for run-side rows (plain functions: explicit and easy to read in a test)."""
 
+from webapp.projects.services import personal_project_ensure
 from webapp.runs.models import Program, Run, Task
 
 
@@ -12,6 +13,7 @@ def make_task(name: str = "toy-task") -> Task:
 
 
 def make_run(owner, *, state: str = Run.State.QUEUED, **fields) -> Run:
+    fields.setdefault("project", personal_project_ensure(owner))
     return Run.objects.create(owner=owner, task=make_task(), config={"steps": 4}, state=state, total_steps=4, **fields)
 
 
@@ -24,7 +26,7 @@ def make_multihop_task(directory) -> Task:
     from webapp.datasets.kinds import program_dataset_kind
     from webapp.datasets.models import Dataset
     from webapp.datasets.services import ImportOptions, SourceFile, dataset_import
-    from webapp.runs.catalog import programs_sync
+    from webapp.runs.launch.catalog import programs_sync
 
     programs_sync()
     kind = program_dataset_kind(program_info("dspy_multihop"))

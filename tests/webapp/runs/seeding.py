@@ -28,7 +28,7 @@ from trainer.algorithms.metrics import annotate_group_stats, module_group_metric
 from trainer.algorithms.propagation import apply_specific_rewards, mhgpo_groups, propagate_rewards
 from trainer.rollouts.sampling import LinearChain, StepResult, fork_on_first
 from trainer.rollouts.trajectory import ModuleCall, Trajectory, jsonable
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 
 HOVER_REWARDS = ("recall", "format")
 WORDS = ("river", "album", "born", "city", "film", "novel", "league", "museum", "author", "capital")

@@ -15,7 +15,7 @@ ALLOWED = {
     (S.CANCELLING, S.CANCELLED), (S.CANCELLING, S.SUCCEEDED), (S.CANCELLING, S.FAILED),
     (S.INTERRUPTED, S.QUEUED), (S.INTERRUPTED, S.CANCELLED),
     (S.FAILED, S.QUEUED),
-    # A run trained elsewhere whose trainer went silent, and came back or finished (webapp/runs/lost.py).
+    # A run trained elsewhere whose trainer went silent, and came back or finished (webapp/runs/ingest/lost.py).
     (S.RUNNING, S.LOST), (S.LOST, S.RUNNING), (S.LOST, S.SUCCEEDED), (S.LOST, S.FAILED),
     # A sweep's pruner stops a queued run, or a running one through cancelling; a sweep gives up a run
     # whose worker was lost (webapp/sweeps/services.py).

@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from tests.webapp.runs.test_launch import launch_data
+from tests.webapp.runs.launch.test_launch import launch_data
 from webapp.datasets.models import Dataset
 from webapp.datasets.services import ImportOptions, SourceFile, dataset_import
-from webapp.runs.launch import config_defaults
+from webapp.runs.launch.defaults import config_defaults
 from webapp.runs.models import Program, Run, Task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("test_plugins")]

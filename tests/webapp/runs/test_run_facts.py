@@ -11,11 +11,11 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.runs.factories import make_run
-from webapp.runs.external import external_run_finish, external_run_start, external_steps_log
+from webapp.runs.ingest.external import external_run_finish, external_run_start, external_steps_log
 from webapp.runs.models import Run
 from webapp.runs.selectors import run_elapsed, run_list_filtered
 from webapp.runs.services import run_directory
-from webapp.runs.table_views import duration_text
+from webapp.runs.table.views import duration_text
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from tests.webapp.runs.factories import make_run
 from webapp.asgi import application
-from webapp.runs.consumers import CLOSE_UNAUTHENTICATED
-from webapp.runs.messages import run_group_name
+from webapp.runs.live.consumers import CLOSE_UNAUTHENTICATED
+from webapp.runs.live.notices import run_group_name
 from webapp.sharing.models import ShareLink
 from webapp.sharing.services import share_link_create
 

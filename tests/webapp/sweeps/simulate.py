@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from webapp.runs.ingest import step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_finish
 

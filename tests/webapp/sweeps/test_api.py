@@ -7,7 +7,7 @@ import json
 import pytest
 from django.test import Client
 
-from tests.webapp.runs.test_launch import toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import toy_task  # noqa: F401 (fixture)
 from webapp.api.services import token_create
 from webapp.projects.services import project_create
 from webapp.runs.models import Run

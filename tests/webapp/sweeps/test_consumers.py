@@ -8,12 +8,12 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from tests.webapp.runs.factories import make_run
-from tests.webapp.runs.test_consumers import ORIGIN, session_cookie
+from tests.webapp.runs.live.test_consumers import ORIGIN, session_cookie
 from tests.webapp.sweeps.world import make_sweep
 from webapp.asgi import application
 from webapp.projects.models import Role
 from webapp.projects.services import member_add, project_create
-from webapp.runs.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from webapp.runs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from webapp.sharing.services import share_link_create
 from webapp.sweeps.messages import sweep_notice_after_commit, sweep_notice_send
 

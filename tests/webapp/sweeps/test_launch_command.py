@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.conftest import ROOT
-from tests.webapp.runs.test_launch import toy_task  # noqa: F401 (fixture)
+from tests.webapp.runs.launch.test_launch import toy_task  # noqa: F401 (fixture)
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep, Trial
 
@@ -71,7 +71,7 @@ def test_launch_sweep_takes_the_base_from_the_file_and_the_command_line(owner, t
     (GOOD.replace("method = \"random\"", "method = \"bayes\""), "sweep.method: Choose one of"),
     (GOOD.replace("parallel = 3", "parallel = 3\nsurprise = 1"), "Unknown sweep setting(s) 'surprise'"),
     (GOOD.replace("parallel = 3", "parallel = 3\noptions = {startup_trials = \"two\"}"), "sweep.options:"),
-    (GOOD.replace("steps = 6", "steps = 0"), "Invalid base config"),
+    (GOOD.replace("steps = 6", "steps = 0"), "The sweep was not launched: steps: steps must be"),
     (GOOD.replace("[sweep]", "[other]").replace("[sweep.space]", "[other.space]"), "has no [sweep] table"),
     ("steps = [", "is not valid TOML"),
 ])

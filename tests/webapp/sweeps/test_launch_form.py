@@ -7,9 +7,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from tests.webapp.runs.test_launch import launch_data
+from tests.webapp.runs.launch.test_launch import launch_data
 from webapp.limits.models import LimitOverride
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run, Task
 from webapp.sweeps.models import Sweep, Trial, TrialRun
 

@@ -12,6 +12,7 @@ from tests.webapp.sweeps.simulate import store_steps, train_queued
 from trainer.config import RunConfig
 from trainer.programs.toy import ToyEcho
 from webapp.limits.models import LimitOverride
+from webapp.runs.launch.check import Launch
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_finish, runs_reap_stale
 from webapp.sweeps.models import Sweep, Trial
@@ -34,7 +35,7 @@ def learning_curve(config: dict, step: int) -> float:
 
 def launch(owner, **changes) -> Sweep:
     spec = SweepSpec(**{"space": SPACE, "method": "tpe", "seeds": 2, "n_trials": 8, "parallel": 2, **changes})
-    return sweep_create(owner=owner, task=make_task(), config=BASE, spec=spec)
+    return sweep_create(Launch(owner=owner, task=make_task(), config=BASE), spec=spec)
 
 
 def run_to_the_end(sweep: Sweep, curve=learning_curve) -> Sweep:
@@ -197,7 +198,7 @@ def test_a_grid_bigger_than_the_limits_allow_is_refused_before_anything_is_queue
 def test_a_sweep_waits_under_the_limits_instead_of_failing(owner):
     LimitOverride.objects.create(user=owner, active_runs=2, queued_runs=2)
     sweep = launch(owner, seeds=1, n_trials=3, parallel=2)
-    Run.objects.create(owner=owner, task=sweep.task, config=BASE.to_dict(), total_steps=6)  # another launch meanwhile
+    Run.objects.create(owner=owner, project=sweep.project, task=sweep.task, config=BASE.to_dict(), total_steps=6)  # another launch meanwhile
     run = run_claim(Run.objects.filter(sweep_member__trial__sweep=sweep).first().pk, worker="w")
     store_steps(run, {1: 0.5})
     run_finish(run, Run.State.SUCCEEDED)
@@ -208,8 +209,7 @@ def test_a_sweep_waits_under_the_limits_instead_of_failing(owner):
 
 def test_the_forms_tags_and_notes_reach_every_run(owner):
     spec = SweepSpec(space=SPACE, seeds=2, n_trials=2, parallel=2)
-    sweep = sweep_create(owner=owner, task=make_task(), config=BASE, spec=spec, tags=["lr-search", "sweep"],
-                         notes="Which learning rate?")
+    sweep = sweep_create(Launch(owner=owner, task=make_task(), config=BASE), spec=spec, tags=["lr-search", "sweep"], notes="Which learning rate?")
     runs = Run.objects.filter(sweep_member__trial__sweep=sweep)
     assert runs.count() == 4
     assert all(r.tags == ["sweep", f"sweep-{sweep.pk}", "lr-search"] and r.notes == "Which learning rate?" for r in runs)

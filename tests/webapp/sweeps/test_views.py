@@ -14,8 +14,8 @@ from django.urls import reverse
 from tests.webapp.sweeps.world import add_trial, bulk_sweep, make_sweep, params_of
 from webapp.experiments.models import Experiment
 from webapp.projects.models import Role
-from webapp.projects.services import member_add, project_create
-from webapp.runs.config_link import ConfigLinkError, config_link_token, config_link_values
+from webapp.projects.services import member_add, personal_project_ensure, project_create
+from webapp.runs.launch.config_link import ConfigLinkError, config_link_token, config_link_values
 from webapp.runs.models import Run
 from webapp.sweeps.models import Sweep, Trial
 
@@ -292,7 +292,7 @@ def test_studies_lists_the_visible_sweeps_and_experiments_newest_first(client, l
     experiment = Experiment.objects.create(owner=owner, project=lab["project"], task=sweep.task, seeds=2, config={},
                                            name="table one")
     hidden = make_sweep(stranger, name="strangers sweep")
-    hidden_experiment = Experiment.objects.create(owner=stranger, task=sweep.task, seeds=1, config={}, name="theirs")
+    hidden_experiment = Experiment.objects.create(owner=stranger, project=personal_project_ensure(stranger), task=sweep.task, seeds=1, config={}, name="theirs")
     client.force_login(lab["people"]["viewer"])
     response = client.get(reverse("studies"))
     assert response.status_code == 200
@@ -317,7 +317,7 @@ def test_studies_says_when_there_is_nothing(client, stranger):
 
 
 def test_the_launch_form_fills_in_a_config_link_and_refuses_a_damaged_one(client, owner):
-    from webapp.runs.catalog import catalog_sync
+    from webapp.runs.launch.catalog import catalog_sync
     from webapp.runs.models import Task
 
     catalog_sync()

@@ -3,7 +3,7 @@ templates whose views do not build it (the step page's example rows)."""
 
 from django import template
 
-from webapp.runs.present import example_history_url as _url
+from webapp.runs.inspector.grid_cells import example_history_url as _url
 
 register = template.Library()
 

@@ -5,9 +5,9 @@ link (webapp/runs/access.py `RunAccess.anonymous`) it shows no path, worker, hos
 from django import template
 
 from webapp.runs.access import anonymized
-from webapp.runs.adapters import adapter_folder
+from webapp.runs.export.adapters import adapter_folder
 from webapp.runs.selectors import run_elapsed
-from webapp.runs.table_views import duration_text
+from webapp.runs.table.views import duration_text
 
 register = template.Library()
 

@@ -1,9 +1,9 @@
 """`manage.py create_builtin_tasks`: define the ready-made tasks on the imported real datasets
-(webapp.runs.catalog.DATA_TASKS). Idempotent; names the datasets still missing."""
+(webapp.runs.launch.catalog.DATA_TASKS). Idempotent; names the datasets still missing."""
 
 from django.core.management.base import BaseCommand
 
-from webapp.runs.catalog import data_tasks_sync
+from webapp.runs.launch.catalog import data_tasks_sync
 
 
 class Command(BaseCommand):

@@ -1,11 +1,11 @@
-"""`manage.py series_blocks [RUN_ID ...]`: write the column blocks (webapp/runs/series_store.py) of runs
+"""`manage.py series_blocks [RUN_ID ...]`: write the column blocks (webapp/runs/charts/blocks.py) of runs
 stored before they existed, so their long charts read blocks instead of every row. Idempotent."""
 
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from webapp.runs.charts.blocks import blocks_rebuild
 from webapp.runs.models import Run
-from webapp.runs.series_store import blocks_rebuild
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ error, so a broken plugin is visible at start."""
 from django.core.management.base import BaseCommand
 
 from trainer.catalog import unavailable_plugins
-from webapp.runs.catalog import catalog_sync
+from webapp.runs.launch.catalog import catalog_sync
 
 
 class Command(BaseCommand):

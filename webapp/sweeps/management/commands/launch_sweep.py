@@ -14,10 +14,15 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer.config import RunConfig
-from webapp.runs.launch import config_defaults
-from webapp.runs.management.commands.launch_run import Command as LaunchRun
-from webapp.runs.management.commands.launch_run import _parse_assignment, task_named, user_named
+from webapp.runs.launch.check import LaunchRefused, launch_check
+from webapp.runs.launch.script import (
+    add_launch_arguments,
+    gathered_values,
+    project_named,
+    settings_file,
+    task_named,
+    user_named,
+)
 from webapp.sweeps.plan import SweepRefused
 from webapp.sweeps.services import sweep_create
 from webapp.sweeps.spec_input import spec_from_mapping
@@ -45,41 +50,29 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path, help="TOML: base run settings at top level, and a [sweep] table.")
-        parser.add_argument("--task", required=True, help="Task name (see the admin, or 'toy').")
-        parser.add_argument("--owner", required=True, help="Username that will own the sweep and its runs.")
-        parser.add_argument("--name", default="", help="Optional sweep label.")
-        parser.add_argument("--project", default="", help="The project to launch into (the owner must be a member "
-                                                          "or an admin of it); default: the owner's personal project.")
-        parser.add_argument("--preset", help="A paper preset (python -m trainer presets lists them).")
-        parser.add_argument("--model", help="Start from the settings the task's program suggests for this model.")
+        add_launch_arguments(parser, what="sweep and its runs")
         parser.add_argument("--config", type=Path, help="Another TOML or JSON file of RunConfig fields to override "
                                                         "(applied before the sweep file's own settings).")
-        parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                            help="Override one base RunConfig field (JSON value or bare string); repeatable.")
 
     def handle(self, *args, file, task, owner, name="", project="", preset=None, model=None, config=None, set=(),
-               **options):
-        overrides = LaunchRun._read_overrides(Path(file))
+               program=None, **options):
+        overrides = settings_file(Path(file))
         settings = overrides.pop("sweep", None)
         if not isinstance(settings, dict):
             raise CommandError(f"{file} has no [sweep] table: add one with a [sweep.space] of the settings to vary "
                                "(see examples/sweep_toy.toml).")
         task_row, user = task_named(task), user_named(owner)
-        project_row = LaunchRun._project(user, project)
+        project_row = project_named(user, project)
+        files = ([settings_file(Path(config))] if config is not None else []) + [overrides]
+        values = gathered_values(task_row, program=program, preset=preset, model=model, files=files,
+                                 assignments=list(set))
         try:
-            values = config_defaults(task_row, preset=preset, model=model)
-            if config is not None:
-                values.update(LaunchRun._read_overrides(Path(config)))
-            values.update(overrides)
-            values.update(dict(_parse_assignment(item) for item in set))
-            base = RunConfig.from_dict(values)
-            base.check_program_agents(list(task_row.program.modules))
-        except ValueError as exc:
-            raise CommandError(f"Invalid base config: {exc}") from None
+            base = launch_check(user, task=task_row, program=program, values=values, project=project_row)
+        except LaunchRefused as refused:
+            raise CommandError(f"The sweep was not launched: {refused.reasons()}") from None
         space = settings.get("space") if isinstance(settings.get("space"), dict) else {}
         try:
-            sweep = sweep_create(owner=user, task=task_row, config=base, spec=spec_from_mapping(settings), name=name,
-                                 project=project_row)
+            sweep = sweep_create(base, spec=spec_from_mapping(settings), name=name)
         except SweepRefused as refused:
             raise CommandError(_refusal(refused, space)) from None
         self.stdout.write(f"Sweep {sweep.pk} of {task_row.name} is running in project {sweep.project.name}: "
