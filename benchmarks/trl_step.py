@@ -219,14 +219,14 @@ def make_cohort(args, model_path: Path, examples: list[dict], work: Path):
         eval_every=0, checkpoint_every=0, seed=0)
     trainer = Trainer(config, work / "cohort-run", NullReporter(), model_cache_dir=work)
     bucket: dict = {}
-    timed(trainer.backend, "generate", bucket, "generate", args.device)
+    timed(trainer.parts.backend, "generate", bucket, "generate", args.device)
 
     def tokens(stats, b):
         b["tokens"], b["completion_tokens"] = stats["tokens"], stats["completion_tokens"]
 
-    timed(trainer.updater, "update", bucket, "update", args.device, after=tokens)
+    timed(trainer.parts.updater, "update", bucket, "update", args.device, after=tokens)
     # The extra no-grad forward for the old log-probs (TRL skips it when num_iterations = 1, no vLLM).
-    timed(trainer.updater, "_frozen_logprobs", bucket, "old_logprobs", args.device)
+    timed(trainer.parts.updater, "_frozen_logprobs", bucket, "old_logprobs", args.device)
     import trainer.policy as cohort_policy  # PolicyUpdater calls this module-level name: count every log-prob forward
 
     timed(cohort_policy, "sequence_logprobs", bucket, "logprob_forward", "count only")  # no extra CUDA syncs
@@ -364,8 +364,8 @@ def main() -> None:
     cohort, callback.cohort_bucket = make_cohort(args, model_path, examples, work)
     trl_trainer, callback.trl_bucket = make_trl(args, model_path, examples, work, callback)
     callback.cohort = cohort
-    n_params = sum(p.numel() for p in cohort.model.parameters())
-    n_lora = sum(p.numel() for p in cohort.model.parameters() if p.requires_grad)
+    n_params = sum(p.numel() for p in cohort.parts.model.parameters())
+    n_lora = sum(p.numel() for p in cohort.parts.model.parameters() if p.requires_grad)
     n_lora_trl = sum(p.numel() for p in trl_trainer.model.parameters() if p.requires_grad)
     ready = time.perf_counter()
     try:
@@ -384,7 +384,7 @@ def main() -> None:
     params = (f"prompt {prompt_len} tokens ({'toolcall' if args.prompt_tokens else 'toy'} program, chat template), "
               f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}; "
               f"setup {ready - started:.1f} s, alternating steps {done - ready:.1f} s; optimizer steps taken: "
-              f"Cohort {cohort.updater.optimizer_steps}, TRL {trl_trainer.state.global_step}")
+              f"Cohort {cohort.parts.updater.optimizer_steps}, TRL {trl_trainer.state.global_step}")
     report(args, callback.rows, setup, params)
 
 

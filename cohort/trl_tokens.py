@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainer.run import events
+
 DECIMALS = 4  # per-token numbers are sent rounded: 1e-4 nats is finer than the server keeps (float16)
-MAX_TOKENS, MAX_PIECE = 32_768, 1_000  # the SDK's bounds (cohort/sdk/values.py) of one rollout
 MAX_CAPTURES = 64  # forward passes of one optimizer step whose entropies are held until it ends
 
 
@@ -116,13 +117,13 @@ def _rounded(values: Any, *, low: float = -math.inf, high: float = math.inf) -> 
 
 
 def _detail(row: _Row, tokenizer: Any, pieces: dict[int, str]) -> dict[str, list] | None:
-    if not row.completion_ids or len(row.completion_ids) > MAX_TOKENS:
+    if not row.completion_ids or len(row.completion_ids) > events.MAX_TOKENS:
         return None
     for token in row.completion_ids:
         if token not in pieces:
             pieces[token] = tokenizer.decode([token], skip_special_tokens=False)
     texts = [pieces[token] for token in row.completion_ids]
-    if any(len(text) > MAX_PIECE for text in texts):
+    if any(len(text) > events.MAX_PIECE for text in texts):
         return None
     detail: dict[str, list] = {"tokens": texts}
     if row.logprobs is not None:

@@ -27,6 +27,7 @@ from cohort.http import base_url
 from cohort.sdk import exit_hook, request, values
 from cohort.sdk.sender import Sender
 from cohort.sdk.spool import Spool, runs_home
+from trainer.run import events
 
 MODES = ("online", "offline", "disabled")
 FINISH_STATES = ("succeeded", "failed")
@@ -92,8 +93,8 @@ class Run:
                                              "skipped (warned once per name)")
         with self._lock:
             merged = self._metrics.keys() | kept.keys() if step is not None and step == self._pending else kept.keys()
-            if len(merged) > values.MAX_METRICS:
-                raise ValueError(f"a step holds at most {values.MAX_METRICS} metrics; this one would hold {len(merged)}")
+            if len(merged) > events.MAX_METRICS_PER_STEP:
+                raise ValueError(f"a step holds at most {events.MAX_METRICS_PER_STEP} metrics; this one would hold {len(merged)}")
             if self._take(step):
                 self._metrics.update(kept)
 

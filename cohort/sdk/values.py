@@ -18,20 +18,14 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainer.run import events
+
 SKIP = object()  # `number`'s answer for a value that is not a number
 
-# The server's limits (webapp/api/logging_input.py): a step over one is refused whole.
-MAX_STEP = 2**31 - 1
-MAX_METRICS, MAX_METRIC_NAME = 500, 200  # a step's
-MAX_ROLLOUTS_PER_STEP = 4096
-MAX_REWARDS, MAX_REWARD_NAME = 32, 100  # a rollout's
-MAX_PER_STEP = 32  # distinct reward names, and modules, of a step's rollouts
-MAX_TEXT, MAX_ID, MAX_MODULE = 100_000, 200, 100
-MAX_TOKENS, MAX_PIECE = 32_768, 1_000  # a rollout's tokens, and the characters of one token's piece
-MAX_LOGPROB = 1e-3  # a log-prob is <= 0; this much above it is rounding
-TOKEN_ARRAYS = ("tokens", "logprobs", "entropies")
+# The server's limits are the step-event contract's (trainer/run/events.py), read at each check: a step
+# over one is refused whole.
 ROLLOUT_KEYS = frozenset({"prompt", "completion", "rewards", "reward", "advantage", "group", "example_id", "module",
-                          *TOKEN_ARRAYS})
+                          *events.TOKEN_ARRAYS})
 
 
 def number(value: Any) -> Any:
@@ -66,8 +60,8 @@ def metrics_numbers(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
         raise ValueError(f"metrics must be a dict of name -> number, not {type(metrics).__name__}")
     kept, skipped = {}, []
     for key, value in metrics.items():
-        if not isinstance(key, str) or not 0 < len(key) <= MAX_METRIC_NAME:
-            raise ValueError(f"a metric's name must be a string of 1 to {MAX_METRIC_NAME} characters, not {key!r:.80}")
+        if not isinstance(key, str) or not 0 < len(key) <= events.MAX_METRIC_KEY:
+            raise ValueError(f"a metric's name must be a string of 1 to {events.MAX_METRIC_KEY} characters, not {key!r:.80}")
         converted = number(value)
         if converted is SKIP:
             skipped.append(key)
@@ -77,9 +71,9 @@ def metrics_numbers(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
 
 
 def step_number(step: Any, what: str = "step") -> int:
-    """A step as the API takes it: an int from 0 to 2**31 - 1 (numpy integers too, never a bool or a float)."""
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= int(step) <= MAX_STEP:
-        raise ValueError(f"{what} must be an integer >= 0, not {step!r}")
+    """A step as the API takes it: an int from 0 to the contract's MAX_STEP (numpy integers, never a bool or a float)."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= int(step) <= events.MAX_STEP:
+        raise ValueError(f"{what} must be an integer from 0 to {events.MAX_STEP:,}, not {step!r}")
     return int(step)
 
 
@@ -96,8 +90,8 @@ def _text(where: str, value: Any) -> Any:
         size = sum(len(m["role"]) + len(m["content"]) for m in value)
     else:
         raise ValueError(f"{where} must be a string or a list of chat messages, not {type(value).__name__}")
-    if size > MAX_TEXT:
-        raise ValueError(f"{where} has {size:,} characters; at most {MAX_TEXT:,}")
+    if size > events.MAX_TEXT:
+        raise ValueError(f"{where} has {size:,} characters; at most {events.MAX_TEXT:,}")
     return value
 
 
@@ -128,7 +122,7 @@ def _as_list(value: Any) -> Any:
 
 def token_arrays(where: str, value: Mapping[str, Any]) -> dict[str, list]:
     """A rollout's per-token arrays checked: `tokens` (each token's text), and the `logprobs` (finite,
-    <= MAX_LOGPROB) and `entropies` (finite, >= 0) of those tokens, one value per token. Empty when none
+    <= events.MAX_LOGPROB) and `entropies` (finite, >= 0) of those tokens, one value per token. Empty when none
     was given; a ValueError naming the field (`rollouts[3].entropies: 12 values for 11 tokens`) otherwise.
     The server checks the same (webapp/api/logging_input.py `token_arrays_problems`)."""
     clean: dict[str, list] = {}
@@ -137,13 +131,13 @@ def token_arrays(where: str, value: Mapping[str, Any]) -> dict[str, list]:
         if not isinstance(tokens, list | tuple):
             raise ValueError(f"{where}.tokens must be a list of strings (each token's text), not "
                              f"{type(value['tokens']).__name__}")
-        if len(tokens) > MAX_TOKENS:
-            raise ValueError(f"{where}.tokens has {len(tokens):,} tokens; at most {MAX_TOKENS:,}")
+        if len(tokens) > events.MAX_TOKENS:
+            raise ValueError(f"{where}.tokens has {len(tokens):,} tokens; at most {events.MAX_TOKENS:,}")
         for i, piece in enumerate(tokens):
             if not isinstance(piece, str):
                 raise ValueError(f"{where}.tokens[{i}] must be a string (the token's text), not {type(piece).__name__}")
-            if len(piece) > MAX_PIECE:
-                raise ValueError(f"{where}.tokens[{i}] has {len(piece):,} characters; at most {MAX_PIECE:,}")
+            if len(piece) > events.MAX_PIECE:
+                raise ValueError(f"{where}.tokens[{i}] has {len(piece):,} characters; at most {events.MAX_PIECE:,}")
         clean["tokens"] = [str(piece) for piece in tokens]
     for key, check in (("logprobs", _logprob), ("entropies", _entropy)):
         if value.get(key) is None:
@@ -170,7 +164,7 @@ def _finite(where: str, value: Any) -> float:
 
 def _logprob(where: str, value: Any) -> float:
     converted = _finite(where, value)
-    if converted > MAX_LOGPROB:
+    if converted > events.MAX_LOGPROB:
         raise ValueError(f"{where} is {converted:g}: a log-prob is at most 0")
     return converted
 
@@ -197,10 +191,10 @@ def rollout(index: int, value: Any) -> dict[str, Any]:
     clean: dict[str, Any] = {key: _text(f"{where}'s {key}", value[key]) for key in ("prompt", "completion")}
     if "rewards" in value:
         rewards = value["rewards"]
-        if not isinstance(rewards, Mapping) or not all(isinstance(k, str) and 0 < len(k) <= MAX_REWARD_NAME
-                                                       for k in rewards) or len(rewards) > MAX_REWARDS:
-            raise ValueError(f"{where}'s rewards must be a dict of at most {MAX_REWARDS} reward names (of at "
-                             f"most {MAX_REWARD_NAME} characters) -> number, not {rewards!r:.200}")
+        if not isinstance(rewards, Mapping) or not all(isinstance(k, str) and 0 < len(k) <= events.MAX_REWARD_NAME
+                                                       for k in rewards) or len(rewards) > events.MAX_REWARDS_PER_ROLLOUT:
+            raise ValueError(f"{where}'s rewards must be a dict of at most {events.MAX_REWARDS_PER_ROLLOUT} reward names (of at "
+                             f"most {events.MAX_REWARD_NAME} characters) -> number, not {rewards!r:.200}")
         clean["rewards"] = {k: _nullable_number(f"{where}'s reward {k!r}", v) for k, v in rewards.items()}
     for key in ("reward", "advantage"):
         if key in value:
@@ -209,11 +203,11 @@ def rollout(index: int, value: Any) -> dict[str, Any]:
         group = value["group"]
         if isinstance(group, bool) or not isinstance(group, str | numbers.Integral):
             raise ValueError(f"{where}'s group must be a string or an integer, not {group!r}")
-        clean["group"] = _short_text(f"{where}'s group", group, MAX_ID) if isinstance(group, str) else int(group)
+        clean["group"] = _short_text(f"{where}'s group", group, events.MAX_EXAMPLE_ID) if isinstance(group, str) else int(group)
     if value.get("example_id") is not None:
-        clean["example_id"] = _short_text(f"{where}'s example_id", value["example_id"], MAX_ID)
+        clean["example_id"] = _short_text(f"{where}'s example_id", value["example_id"], events.MAX_EXAMPLE_ID)
     if value.get("module") is not None:
-        clean["module"] = _short_text(f"{where}'s module", value["module"], MAX_MODULE)
+        clean["module"] = _short_text(f"{where}'s module", value["module"], events.MAX_MODULE)
         if not clean["module"]:
             raise ValueError(f"{where}'s module must not be empty (leave it out for the default)")
     clean.update(token_arrays(f"rollouts[{index}]", value))
@@ -227,11 +221,11 @@ def rollouts(values: Any, *, held: int = 0, names: frozenset[str] | set[str] = f
     if isinstance(values, Mapping | str | bytes) or not isinstance(values, Iterable):
         raise ValueError(f"rollouts must be a list of dicts, not {type(values).__name__}")
     clean = [rollout(i, v) for i, v in enumerate(values)]
-    if held + len(clean) > MAX_ROLLOUTS_PER_STEP:
-        raise ValueError(f"a step holds at most {MAX_ROLLOUTS_PER_STEP} rollouts; this one would hold "
+    if held + len(clean) > events.MAX_ROLLOUTS_PER_STEP:
+        raise ValueError(f"a step holds at most {events.MAX_ROLLOUTS_PER_STEP} rollouts; this one would hold "
                          f"{held + len(clean)}")
     for what, named in (("reward names", set(names).union(*(r.get("rewards", ()) for r in clean))),
                         ("modules", set(modules) | {r.get("module") for r in clean})):
-        if len(named) > MAX_PER_STEP:
-            raise ValueError(f"a step's rollouts name at most {MAX_PER_STEP} {what}; this one would name {len(named)}")
+        if len(named) > events.MAX_REWARD_NAMES_PER_STEP:
+            raise ValueError(f"a step's rollouts name at most {events.MAX_REWARD_NAMES_PER_STEP} {what}; this one would name {len(named)}")
     return clean

@@ -1,4 +1,4 @@
-// The sweep page. The server sends everything it draws as one payload (webapp/sweeps/present.py): embedded
+// The sweep page. The server sends everything it draws as one payload (webapp/sweeps/page_payload.py): embedded
 // in the page for the first draw, then fetched again from data.json whenever the sweep's websocket says
 // it changed, and on every (re)connect, since a notice sent while the socket was down is lost. Bursts
 // of notices (several trials settling at once) cost at most one fetch in flight and one queued behind

@@ -80,7 +80,7 @@ def flaky_config(data_dir: Path, **changes):
 
 
 def flaky_trainer(config, run_dir: Path, reporter, model_cache: Path):
-    """A tiny-model Trainer for ``config``; ``trainer.program.program`` is the ``FlakyEcho`` to arm."""
+    """A tiny-model Trainer for ``config``; ``trainer.parts.program.program`` is the ``FlakyEcho`` to arm."""
     from trainer.run.loop import Trainer
 
     return Trainer(config, run_dir, reporter, model_cache_dir=model_cache)

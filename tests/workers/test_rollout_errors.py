@@ -29,7 +29,7 @@ def test_rollout_errors_reach_the_inspector_and_a_mostly_raising_step_fails_the_
     with registered_flaky_echo():
         trainer = flaky_trainer(flaky_config(tmp_path / "data", steps=2), supervisor.run_dir,
                                 JsonlReporter(supervisor.tail.path), model_cache_dir)
-        program = trainer.program.program
+        program = trainer.parts.program.program
         program.raise_for = {"e1"}  # step 1: a quarter of the rollouts raise, the run goes on
         assert trainer.run(stop_after=1) == "stopped"
         program.raise_for = {"e0", "e1", "e3"}  # step 2: three quarters raise

@@ -153,7 +153,7 @@ def run_prompt_phase(trainer: Any) -> None:
     import os
 
     c = trainer.config
-    program: DSPyProgram = trainer.program.program  # inside FormattedProgram
+    program: DSPyProgram = trainer.parts.program.program  # inside FormattedProgram
     path = trainer.run_dir / PHASE_STATE
     if path.is_file():
         program.load_state_file(path)  # resumed after phase 1: its prompts, never a second search
@@ -168,16 +168,16 @@ def run_prompt_phase(trainer: Any) -> None:
     # (the Experiment page's prompt-optimized score would otherwise be selected on its own test). A
     # budget of one's own (trials) also bounds the rows demos are bootstrapped from: DSPy's bootstrap
     # tries rows until enough succeed, which with a small model can be every row of the train split.
-    train = list(trainer.stream.examples)
+    train = list(trainer.parts.stream.examples)
     held = max(1, min(c.eval_size, len(train) // 2))
     po_train = train[:-held] or train
     if c.prompt_optimizer_trials:
         po_train = po_train[:held]
     optimized = optimize_prompts(
         program, kind=c.prompt_optimizer, train=po_train, dev=train[-held:],
-        metric=run_metric(trainer.reward_fns, weights), demos=c.prompt_optimizer_demos,
-        labeled_demos=c.prompt_optimizer_labeled_demos, full_score=full_score(trainer.reward_fns, weights),
-        sample=backend_sample(trainer.backend, trainer.tokenizer, trainer.prompt_format, c.seed),
+        metric=run_metric(trainer.parts.reward_fns, weights), demos=c.prompt_optimizer_demos,
+        labeled_demos=c.prompt_optimizer_labeled_demos, full_score=full_score(trainer.parts.reward_fns, weights),
+        sample=backend_sample(trainer.parts.backend, trainer.parts.tokenizer, trainer.parts.prompt_format, c.seed),
         proposer_model=c.prompt_optimizer_model, trials=c.prompt_optimizer_trials, seed=c.seed,
         max_tokens=c.max_new_tokens, temperature=c.temperature, report=report)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -46,8 +46,8 @@ class StepResult:
 class Trainer:
     """Runs a `RunConfig` end to end, reporting through a `Reporter`, checkpointing into `run_dir`.
 
-    The run's parts (`RunParts`: trainer.model, trainer.program, trainer.updater...) read as the
-    trainer's own attributes."""
+    The run's parts are `self.parts` (`RunParts`: its model, program, updater, backend...), built by
+    `build_run`, the composition root."""
 
     def __init__(self, config: RunConfig, run_dir: str | Path, reporter: Reporter, *, attempt: int = 1,
                  model_cache_dir: str | Path | None = None, ranks: Ranks = SINGLE, program: Any = None,
@@ -66,46 +66,40 @@ class Trainer:
         self.step = 0
         self._adapter_version = 0  # adapters handed to a sampler with its own weights (vLLM)
 
-    def __getattr__(self, name: str) -> Any:
-        parts = self.__dict__.get("parts")
-        if parts is None or name.startswith("_") or not hasattr(parts, name):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(parts, name)
-
     # --- one step --------------------------------------------------------------------------------
     def train_step(self, step: int) -> StepResult:
         started = time.perf_counter()
-        self.system.start_step()
+        self.parts.system.start_step()
         self.sampler.samples.clear()
-        examples = self.stream.next_batch(self.config.examples_per_step)  # the whole batch, on every rank
+        examples = self.parts.stream.next_batch(self.config.examples_per_step)  # the whole batch, on every rank
         ids = [example_id(e, i) for i, e in enumerate(examples)]
         mine = self.ranks.shard(ids)
         by_id = dict(zip(ids[mine], examples[mine], strict=True))
-        local = self.scorer.score(
-            self.sampler.rollouts(self.program, self.teachers, examples[mine], ids[mine], step), by_id)
+        local = self.parts.scorer.score(
+            self.sampler.rollouts(self.parts.program, self.parts.teachers, examples[mine], ids[mine], step), by_id)
         self.sampler.finish()
         rank_sampling_s = time.perf_counter() - started
         # Everything below sees the whole batch, in example order, on every rank.
         trajectories = distributed.gather(local, self.ranks)
         raise_if_mostly_errors(trajectories, f"step {step}")  # a bug, not bad luck: fail the run
         sampled = time.perf_counter()
-        self.system.sampled()
-        groups, rewards, advantages = self.scorer.groups_and_advantages(trajectories, step)
+        self.parts.system.sampled()
+        groups, rewards, advantages = self.parts.scorer.groups_and_advantages(trajectories, step)
         assign_advantages(groups, advantages)
         batch = self.sampler.policy_examples(groups, set(by_id))
         # Every rank joins the update when the whole batch has calls, even with none of its own.
-        sleep = getattr(self.backend, "sleep", None)
+        sleep = getattr(self.parts.backend, "sleep", None)
         if sleep is not None:
             sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
         updated = any(g.members for g in groups)
-        update_stats = self.updater.update(batch) if updated else {}
+        update_stats = self.parts.updater.update(batch) if updated else {}
         if self.config.backend == "vllm" and batch:
             self._publish_adapter()
-        system = self.system.finish()
-        metrics = self.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
+        system = self.parts.system.finish()
+        metrics = self.parts.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
         if self.token_details is not None:  # each call's tokens, and the tokens/... metrics
             metrics.update(self.token_details.attach(
-                trajectories, groups, batch, self.updater.last_token_details if updated else [],
+                trajectories, groups, batch, self.parts.updater.last_token_details if updated else [],
                 self.sampler.samples, set(by_id)))
         metrics.update(system)
         metrics.update({"time/step_s": time.perf_counter() - started, "time/sampling_s": sampled - started,
@@ -125,19 +119,19 @@ class Trainer:
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Mean rewards on the first `eval_size` dev examples, one rollout each (each rank its shard)."""
-        examples = self.dev_examples[: self.config.eval_size]
+        examples = self.parts.dev_examples[: self.config.eval_size]
         if not examples:
             return {}
         ids = [example_id(e, i) for i, e in enumerate(examples)]
         mine = self.ranks.shard(ids)
-        trajectories = fork_on_first(self.program, examples[mine], group_size=1,
+        trajectories = fork_on_first(self.parts.program, examples[mine], group_size=1,
                                      generate=self.sampler.generate_fn(10_000_000 + step), example_ids=ids[mine])
-        local = self.scorer.score(trajectories, dict(zip(ids[mine], examples[mine], strict=True)))
+        local = self.parts.scorer.score(trajectories, dict(zip(ids[mine], examples[mine], strict=True)))
         self.sampler.finish()
         scored = distributed.gather(local, self.ranks)
         raise_if_mostly_errors(scored, f"the evaluation after step {step}")
         out = {"eval/reward/mean": float(np.mean([t.reward for t in scored if t.reward is not None] or [math.nan]))}
-        for name in self.scorer.component_names():
+        for name in self.parts.scorer.component_names():
             values = [t.rewards.get(name) for t in scored if t.rewards.get(name) is not None]
             out[f"eval/reward/{name}"] = float(np.mean(values)) if values else math.nan
         return out
@@ -150,13 +144,13 @@ class Trainer:
     def save(self) -> Path | None:
         """Rank 0 writes the checkpoint (every rank holds the same adapter); with sharded weights every
         rank first helps gather it."""
-        if not (self.ranks.is_main or self.updater.sharded):
+        if not (self.ranks.is_main or self.parts.updater.sharded):
             return None
-        policy_state = self.updater.state_dict()
+        policy_state = self.parts.updater.state_dict()
         if not self.ranks.is_main:
             return None
         path = save_checkpoint(self.checkpoint_root, self.step, policy_state=policy_state,
-                               trainer_state={"step": self.step, "cursor": self.stream.cursor, "attempt": self.attempt},
+                               trainer_state={"step": self.step, "cursor": self.parts.stream.cursor, "attempt": self.attempt},
                                config=self.config.to_dict())
         prune_checkpoints(self.checkpoint_root, KEEP_CHECKPOINTS)
         return path
@@ -167,8 +161,8 @@ class Trainer:
         if path is None:
             return 0
         policy_state, trainer_state = load_checkpoint(path)
-        self.updater.load_state_dict(policy_state)
-        self.stream.cursor = int(trainer_state["cursor"])
+        self.parts.updater.load_state_dict(policy_state)
+        self.parts.stream.cursor = int(trainer_state["cursor"])
         self.step = int(trainer_state["step"])
         if self.config.backend == "vllm":
             self._publish_adapter()
@@ -179,15 +173,15 @@ class Trainer:
         Versions count this engine's adapters, not the updater's steps: vLLM caches adapters by id,
         and a resumed run's fresh engine starts from the restored adapter as version 1."""
         self._adapter_version += 1
-        path = self.updater.save_adapter(self.run_dir / "adapters" / f"v{self._adapter_version}")
-        self.backend.update_adapter(path, version=self._adapter_version)
+        path = self.parts.updater.save_adapter(self.run_dir / "adapters" / f"v{self._adapter_version}")
+        self.parts.backend.update_adapter(path, version=self._adapter_version)
         stale = self.run_dir / "adapters" / f"v{self._adapter_version - 2}"
         if stale.is_dir():  # the engine has loaded the newer ones; keep the disk bounded
             shutil.rmtree(stale, ignore_errors=True)
 
     def close(self) -> None:
         """Stops what the trainer started beside itself (vLLM's engine process)."""
-        close = getattr(self.backend, "close", None)
+        close = getattr(self.parts.backend, "close", None)
         if close is not None:
             close()
 
@@ -197,7 +191,7 @@ class Trainer:
         if resume:
             self.resume()
         self.reporter.status("running", attempt=self.attempt, step=self.step, total_steps=c.steps,
-                             gpus=visible_gpus(self.device, self.ranks), processes=self.ranks.world)
+                             gpus=visible_gpus(self.parts.device, self.ranks), processes=self.ranks.world)
         main = self.ranks.is_main
         try:
             if c.prompt_optimizer != "none":  # phase 1 (BetterTogether); a resumed run reloads its result
@@ -209,7 +203,7 @@ class Trainer:
                                              "rollouts": [], "groups": []}))
             while self.step < c.steps:
                 if main:
-                    self.gate.named(self.run_dir.name).wait_for(self.step + 1, self.reporter.should_stop)
+                    self.parts.gate.named(self.run_dir.name).wait_for(self.step + 1, self.reporter.should_stop)
                 # Rank 0 reads the STOP file; every rank stops at the same step boundary.
                 if distributed.decide(main and self.reporter.should_stop(), self.ranks):
                     self.reporter.status("cancelled", step=self.step)
@@ -235,7 +229,7 @@ class Trainer:
         # here or on another machine: they name the run's model id, not this machine's model folder
         from trainer.models import adapter_readme
 
-        self.updater.save_final_adapter(self.run_dir / FINAL_ADAPTER_DIR, write=main, base_model=c.model,
+        self.parts.updater.save_final_adapter(self.run_dir / FINAL_ADAPTER_DIR, write=main, base_model=c.model,
                                         readme=adapter_readme(c))
         self.reporter.status("succeeded", step=self.step)
         return "succeeded"

@@ -2,7 +2,8 @@
 
 The loop calls a `Reporter`; the CLI uses `JsonlReporter` (an append-only event log) and the
 Celery worker wraps that same log and ships it to the database. Every event is one JSON line with a
-`type`; step events are keyed by (attempt, step) so re-reading a log is idempotent.
+`type`, shaped as the step-event contract types it (trainer/run/events.py: `StatusEvent`, `StepEvent`
+and what a step holds); step events are keyed by (attempt, step) so re-reading a log is idempotent.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from trainer.rollouts.trajectory import jsonable
+from trainer.run.events import StepEvent
 
 
 class Reporter(Protocol):
     def status(self, state: str, **info: Any) -> None:
         """The run's life cycle: 'running', 'succeeded', 'failed', 'cancelled' (with a message)."""
 
-    def step(self, event: dict[str, Any]) -> None:
-        """One finished training step: {"attempt", "step", "metrics", "rollouts", "groups"}."""
+    def step(self, event: StepEvent) -> None:
+        """One finished training step: {"attempt", "step", "metrics", "rollouts", "groups"} (its `type`
+        is the reporter's to add)."""
 
     def should_stop(self) -> bool:
         """Cooperative cancellation, checked at step boundaries."""
@@ -53,7 +56,7 @@ class JsonlReporter:
         if self.progress is not None and state != "running":
             self.progress.close()
 
-    def step(self, event: dict[str, Any]) -> None:
+    def step(self, event: StepEvent) -> None:
         self._write({"type": "step", **event})
         if self.progress is not None:
             metrics = event["metrics"]

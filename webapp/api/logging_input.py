@@ -23,34 +23,16 @@ import math
 import re
 from typing import Any
 
+from trainer.run import events
 from webapp.nul_guard import nul_replaced
 from webapp.runs.ingest.external import FINAL_STATES
-from webapp.runs.launch.check import MAX_TAG_CHARS, MAX_TAGS
 from webapp.runs.params import BadParam
 
-CLIENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-TAG_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the runs' tag rule (webapp/runs/launch/forms.py TAG), either case
-MAX_TASK, MAX_ORIGIN, MAX_NAME, MAX_NOTES = 100, 40, 200, 20_000
-MAX_TOTAL_STEPS = 10_000_000
-MAX_CONFIG_BYTES = 64 * 1024
+# Every bound is the step-event contract's (trainer/run/events.py), read when a body is checked.
+CLIENT_ID = re.compile(events.CLIENT_ID_PATTERN)
+SLUG = re.compile(events.SLUG_PATTERN)
+TAG_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the runs' tag rule (webapp/runs/launch/check.py TAG), either case
 MAX_CONFIG_DEPTH = 32  # nesting; deeper JSON makes recursive readers (the compare page) fail
-MAX_STEPS_PER_POST = 100
-MAX_STEP = 2_147_483_647
-MAX_ROLLOUTS_PER_STEP = 4096
-MAX_METRICS_PER_STEP, MAX_METRIC_KEY = 500, 200
-MAX_REWARDS_PER_ROLLOUT, MAX_REWARD_NAME = 32, 100
-# Distinct reward names and modules of one step: each adds derived metric keys (reward/<name>, three or four
-# per module), which must stay in proportion to the 500 the step may send.
-MAX_REWARD_NAMES_PER_STEP, MAX_MODULES_PER_STEP = 32, 32
-MAX_TEXT = 100_000  # characters of a prompt or a completion (a list of messages: all of their text)
-MAX_MODULE, MAX_EXAMPLE_ID = 100, 200
-MAX_ERROR = 10_000
-# A rollout's per-token arrays (issue 45): at most this many tokens, each token's text at most MAX_PIECE
-# characters; a log-prob at most MAX_LOGPROB (0, and rounding), an entropy at least 0; all finite.
-MAX_TOKENS, MAX_PIECE = 32_768, 1_000
-MAX_LOGPROB = 1e-3
-TOKEN_ARRAYS = ("tokens", "logprobs", "entropies")
 
 
 def _object(body: Any, example: str) -> dict[str, Any]:
@@ -115,14 +97,14 @@ def create_values(body: Any) -> dict[str, Any]:
     values = {
         "client_id": _string(body, "client_id", longest=64, pattern=CLIENT_ID,
                              rule="1 to 64 letters, digits, '_', '.' or '-'"),
-        "task": _string(body, "task", longest=MAX_TASK, pattern=SLUG, rule="a task name: letters, digits, '_' or '-'"),
-        "name": _string(body, "name", longest=MAX_NAME, default=""),
-        "notes": _string(body, "notes", longest=MAX_NOTES, default=""),
-        "origin": _string(body, "origin", longest=MAX_ORIGIN, default="sdk", pattern=SLUG,
+        "task": _string(body, "task", longest=events.MAX_TASK, pattern=SLUG, rule="a task name: letters, digits, '_' or '-'"),
+        "name": _string(body, "name", longest=events.MAX_NAME_CHARS, default=""),
+        "notes": _string(body, "notes", longest=events.MAX_NOTES_CHARS, default=""),
+        "origin": _string(body, "origin", longest=events.MAX_ORIGIN, default="sdk", pattern=SLUG,
                           rule="the trainer's name: letters, digits, '_' or '-'"),
         "config": _config(body.get("config", {})),
         "tags": _tags(body.get("tags", [])),
-        "total_steps": _integer(body.get("total_steps", 0), "'total_steps'", low=0, high=MAX_TOTAL_STEPS),
+        "total_steps": _integer(body.get("total_steps", 0), "'total_steps'", low=0, high=events.MAX_TOTAL_STEPS),
         "project": _string(body, "project", longest=MAX_PROJECT, default=""),
     }
     if values["origin"] == "cohort":
@@ -149,8 +131,8 @@ def _config(config: Any) -> dict[str, Any]:
     # replacement character, as a decoder shows what it cannot represent (the schema says so).
     config = nul_replaced(config)
     size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":")).encode())
-    if size > MAX_CONFIG_BYTES:
-        raise BadParam(f"'config' is {size:,} bytes of JSON; at most {MAX_CONFIG_BYTES:,}.")
+    if size > events.MAX_CONFIG_BYTES:
+        raise BadParam(f"'config' is {size:,} bytes of JSON; at most {events.MAX_CONFIG_BYTES:,}.")
     return config
 
 
@@ -160,11 +142,11 @@ def _tags(tags: Any) -> list[str]:
     would split (spaces, commas) or drop (empty) is refused, not quietly changed."""
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise BadParam("'tags' must be a list of strings.")
-    if len(tags) > MAX_TAGS:
-        raise BadParam(f"'tags' holds {len(tags)} tags; at most {MAX_TAGS}.")
+    if len(tags) > events.MAX_TAGS:
+        raise BadParam(f"'tags' holds {len(tags)} tags; at most {events.MAX_TAGS}.")
     for tag in tags:
-        if len(tag) > MAX_TAG_CHARS:
-            raise BadParam(f"'tags': a tag has at most {MAX_TAG_CHARS} characters: {tag[:50]!r} is longer.")
+        if len(tag) > events.MAX_TAG_CHARS:
+            raise BadParam(f"'tags': a tag has at most {events.MAX_TAG_CHARS} characters: {tag[:50]!r} is longer.")
         if not TAG_ITEM.fullmatch(tag):
             raise BadParam(f"'tags': tags are letters, digits and . _ - (starting with a letter or digit), not {tag[:50]!r}.")
     return list(dict.fromkeys(tag.lower() for tag in tags))
@@ -178,7 +160,7 @@ def finish_values(body: Any) -> dict[str, str]:
     state = _string(body, "state", longest=20)
     if state not in FINAL_STATES:
         raise BadParam(f"'state' must be {' or '.join(map(repr, FINAL_STATES))}, not {state[:40]!r}.")
-    return {"state": state, "error": _string(body, "error", longest=MAX_ERROR, default="")}
+    return {"state": state, "error": _string(body, "error", longest=events.MAX_ERROR, default="")}
 
 
 # --- POST /api/runs/<id>/steps/ ----------------------------------------------------------------
@@ -192,9 +174,9 @@ def steps_checked(body: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
     body = _object(body, '{"steps": [{"step": 1, "metrics": {"loss": 0.5}}]}')
     steps = body.get("steps")
     if not isinstance(steps, list) or not steps:
-        raise BadParam(f"'steps' must be a list of 1 to {MAX_STEPS_PER_POST} steps.")
-    if len(steps) > MAX_STEPS_PER_POST:
-        raise BadParam(f"'steps' holds {len(steps)} steps; at most {MAX_STEPS_PER_POST} a post.")
+        raise BadParam(f"'steps' must be a list of 1 to {events.MAX_STEPS_PER_POST} steps.")
+    if len(steps) > events.MAX_STEPS_PER_POST:
+        raise BadParam(f"'steps' holds {len(steps)} steps; at most {events.MAX_STEPS_PER_POST} a post.")
     # A step number twice in one post is taken as a retry within the post: the first is stored
     # (webapp/runs/ingest/external.py `external_steps_log`), as a later post of a stored step is skipped.
     refused: dict[str, str] = {}
@@ -213,21 +195,21 @@ def _step(step: Any, where: str, refused: dict[str, str]) -> dict[str, Any]:
         raise BadParam(f"{where} must be an object with 'step', 'metrics' and 'rollouts', not {_kind(step)}.")
     if "step" not in step:
         raise BadParam(f"{where}.step is required.")
-    number_ = _integer(step["step"], f"{where}.step", low=0, high=MAX_STEP)
-    metrics = _numbers(step.get("metrics", {}), f"{where}.metrics", most=MAX_METRICS_PER_STEP,
-                       longest=MAX_METRIC_KEY, what="metric")
+    number_ = _integer(step["step"], f"{where}.step", low=0, high=events.MAX_STEP)
+    metrics = _numbers(step.get("metrics", {}), f"{where}.metrics", most=events.MAX_METRICS_PER_STEP,
+                       longest=events.MAX_METRIC_KEY, what="metric")
     rollouts = step.get("rollouts", [])
     if not isinstance(rollouts, list):
         raise BadParam(f"{where}.rollouts must be a list, not {_kind(rollouts)}.")
-    if len(rollouts) > MAX_ROLLOUTS_PER_STEP:
-        raise BadParam(f"{where}.rollouts holds {len(rollouts):,}; at most {MAX_ROLLOUTS_PER_STEP:,} a step.")
+    if len(rollouts) > events.MAX_ROLLOUTS_PER_STEP:
+        raise BadParam(f"{where}.rollouts holds {len(rollouts):,}; at most {events.MAX_ROLLOUTS_PER_STEP:,} a step.")
     checked = [_rollout(r, f"{where}.rollouts[{j}]", refused) for j, r in enumerate(rollouts)]
     names = {name for r in checked for name in r["rewards"]}
-    if len(names) > MAX_REWARD_NAMES_PER_STEP:
-        raise BadParam(f"{where}.rollouts name {len(names)} rewards; at most {MAX_REWARD_NAMES_PER_STEP} a step.")
+    if len(names) > events.MAX_REWARD_NAMES_PER_STEP:
+        raise BadParam(f"{where}.rollouts name {len(names)} rewards; at most {events.MAX_REWARD_NAMES_PER_STEP} a step.")
     modules = {r["module"] for r in checked}
-    if len(modules) > MAX_MODULES_PER_STEP:
-        raise BadParam(f"{where}.rollouts name {len(modules)} modules; at most {MAX_MODULES_PER_STEP} a step.")
+    if len(modules) > events.MAX_MODULES_PER_STEP:
+        raise BadParam(f"{where}.rollouts name {len(modules)} modules; at most {events.MAX_MODULES_PER_STEP} a step.")
     return {"step": number_, "metrics": metrics, "rollouts": checked}
 
 
@@ -253,12 +235,12 @@ def _rollout(rollout: Any, where: str, refused: dict[str, str]) -> dict[str, Any
     checked = {
         "prompt": _text(rollout["prompt"], f"{where}.prompt"),
         "completion": _text(rollout["completion"], f"{where}.completion"),
-        "rewards": _numbers(rollout.get("rewards", {}), f"{where}.rewards", most=MAX_REWARDS_PER_ROLLOUT,
-                            longest=MAX_REWARD_NAME, what="reward"),
+        "rewards": _numbers(rollout.get("rewards", {}), f"{where}.rewards", most=events.MAX_REWARDS_PER_ROLLOUT,
+                            longest=events.MAX_REWARD_NAME, what="reward"),
         "advantage": number(rollout.get("advantage"), f"{where}.advantage"),
         "group": _group(rollout.get("group"), f"{where}.group"),
-        "example_id": _optional_text(rollout.get("example_id"), f"{where}.example_id", longest=MAX_EXAMPLE_ID),
-        "module": _optional_text(rollout.get("module"), f"{where}.module", longest=MAX_MODULE),
+        "example_id": _optional_text(rollout.get("example_id"), f"{where}.example_id", longest=events.MAX_EXAMPLE_ID),
+        "module": _optional_text(rollout.get("module"), f"{where}.module", longest=events.MAX_MODULE),
     }
     if checked["module"] == "":
         raise BadParam(f"{where}.module must not be empty (leave it out for the default, 'completion').")
@@ -284,7 +266,7 @@ def token_arrays(rollout: dict[str, Any]) -> tuple[dict[str, list], dict[str, st
                 rollout.get("logprobs") is not None or rollout.get("entropies") is not None) else problem
         else:
             arrays["tokens"] = [piece.replace("\x00", "\ufffd") for piece in tokens]
-    for key, low, high in (("logprobs", -math.inf, MAX_LOGPROB), ("entropies", 0.0, math.inf)):
+    for key, low, high in (("logprobs", -math.inf, events.MAX_LOGPROB), ("entropies", 0.0, math.inf)):
         values = rollout.get(key)
         if values is None or "tokens" in problems:
             continue
@@ -300,13 +282,13 @@ def token_arrays(rollout: dict[str, Any]) -> tuple[dict[str, list], dict[str, st
 def _tokens_problem(tokens: Any) -> str | None:
     if not isinstance(tokens, list):
         return f"must be a list of strings (each token's text), not {_kind(tokens)}"
-    if len(tokens) > MAX_TOKENS:
-        return f"holds {len(tokens):,} tokens; at most {MAX_TOKENS:,}"
+    if len(tokens) > events.MAX_TOKENS:
+        return f"holds {len(tokens):,} tokens; at most {events.MAX_TOKENS:,}"
     for i, piece in enumerate(tokens):
         if not isinstance(piece, str):
             return f"item {i} must be a string (the token's text), not {_kind(piece)}"
-        if len(piece) > MAX_PIECE:
-            return f"item {i} has {len(piece):,} characters; at most {MAX_PIECE:,}"
+        if len(piece) > events.MAX_PIECE:
+            return f"item {i} has {len(piece):,} characters; at most {events.MAX_PIECE:,}"
     return None
 
 
@@ -326,15 +308,15 @@ def _values_problem(values: Any, count: int, low: float, high: float) -> str | N
         if not math.isfinite(value):
             return f"item {i} is {value}: per-token values must be finite"
         if not low <= value <= high:
-            return f"item {i} is {value:g}: " + ("a log-prob is at most 0" if high == MAX_LOGPROB
+            return f"item {i} is {value:g}: " + ("a log-prob is at most 0" if high == events.MAX_LOGPROB
                                               else "an entropy is at least 0")
     return None
 
 
 def _text(value: Any, where: str) -> str | list[dict[str, str]]:
     if isinstance(value, str):
-        if len(value) > MAX_TEXT:
-            raise BadParam(f"{where} has {len(value):,} characters; at most {MAX_TEXT:,}.")
+        if len(value) > events.MAX_TEXT:
+            raise BadParam(f"{where} has {len(value):,} characters; at most {events.MAX_TEXT:,}.")
         return value
     if not isinstance(value, list):
         raise BadParam(f"{where} must be a string or a list of chat messages, not {_kind(value)}.")
@@ -345,8 +327,8 @@ def _text(value: Any, where: str) -> str | list[dict[str, str]]:
             raise BadParam(f"{where}[{k}] must be a chat message {{\"role\": str, \"content\": str}}.")
         size += len(message["role"]) + len(message["content"])
         messages.append({"role": message["role"], "content": message["content"]})
-    if size > MAX_TEXT:
-        raise BadParam(f"{where} has {size:,} characters of messages; at most {MAX_TEXT:,}.")
+    if size > events.MAX_TEXT:
+        raise BadParam(f"{where} has {size:,} characters of messages; at most {events.MAX_TEXT:,}.")
     return messages
 
 
@@ -354,8 +336,8 @@ def _group(value: Any, where: str) -> str | int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     if isinstance(value, str):
-        if len(value) > MAX_EXAMPLE_ID:
-            raise BadParam(f"{where} has at most {MAX_EXAMPLE_ID} characters ({len(value):,} given).")
+        if len(value) > events.MAX_EXAMPLE_ID:
+            raise BadParam(f"{where} has at most {events.MAX_EXAMPLE_ID} characters ({len(value):,} given).")
         return value
     raise BadParam(f"{where} must be a string or an integer, not {_kind(value)}.")
 

@@ -9,10 +9,10 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
-from webapp.api import logging_input as bounds
+from trainer.run import events
+from webapp.api import logging_input
 from webapp.api.schema import NO_NUL, ErrorSerializer, RunSerializer
 from webapp.runs.ingest.external import FINAL_STATES
-from webapp.runs.launch.check import MAX_TAG_CHARS, MAX_TAGS
 
 
 def _pattern(regex: str) -> RegexValidator:
@@ -33,8 +33,8 @@ MESSAGE = {"type": "object", "required": ["role", "content"],
 
 
 @extend_schema_field({
-    "oneOf": [{"type": "string", "maxLength": bounds.MAX_TEXT}, {"type": "array", "items": MESSAGE}],
-    "description": f"The text, or chat messages [{{\"role\", \"content\"}}, ...] (at most {bounds.MAX_TEXT:,} "
+    "oneOf": [{"type": "string", "maxLength": events.MAX_TEXT}, {"type": "array", "items": MESSAGE}],
+    "description": f"The text, or chat messages [{{\"role\", \"content\"}}, ...] (at most {events.MAX_TEXT:,} "
                    "characters in all)."})
 class TextOrMessagesField(serializers.JSONField):
     pass
@@ -45,17 +45,17 @@ def _numbers_schema(most: int, what: str, longest: int) -> dict:
             "description": f"{what} name (1 to {longest} characters) -> a finite number, or null when unknown."}
 
 
-@extend_schema_field(_numbers_schema(bounds.MAX_METRICS_PER_STEP, "Metric", bounds.MAX_METRIC_KEY))
+@extend_schema_field(_numbers_schema(events.MAX_METRICS_PER_STEP, "Metric", events.MAX_METRIC_KEY))
 class MetricsField(serializers.JSONField):
     pass
 
 
-@extend_schema_field(_numbers_schema(bounds.MAX_REWARDS_PER_ROLLOUT, "Reward", bounds.MAX_REWARD_NAME))
+@extend_schema_field(_numbers_schema(events.MAX_REWARDS_PER_ROLLOUT, "Reward", events.MAX_REWARD_NAME))
 class RewardsField(serializers.JSONField):
     pass
 
 
-@extend_schema_field({"oneOf": [{"type": "string", "maxLength": bounds.MAX_EXAMPLE_ID, "nullable": True},
+@extend_schema_field({"oneOf": [{"type": "string", "maxLength": events.MAX_EXAMPLE_ID, "nullable": True},
                                 {"type": "integer"}],
                       "description": "Rollouts of one step (and module) sharing it form one group."})
 class GroupField(serializers.JSONField):
@@ -64,7 +64,7 @@ class GroupField(serializers.JSONField):
 
 @extend_schema_field({"type": "object", "additionalProperties": {},
                       "description": f"The trainer's own settings, any JSON object (at most "
-                                     f"{bounds.MAX_CONFIG_BYTES // 1024} KiB, {bounds.MAX_CONFIG_DEPTH} levels deep)."})
+                                     f"{events.MAX_CONFIG_BYTES // 1024} KiB, {logging_input.MAX_CONFIG_DEPTH} levels deep)."})
 @extend_schema_field({"type": "object", "additionalProperties": True, "description": (
     "The trainer's settings as JSON (at most 64 KiB and 32 levels; finite numbers). A NUL character in a key or "
     "a string is stored as U+FFFD, the replacement character: no database stores a NUL.")})
@@ -73,23 +73,23 @@ class ConfigField(serializers.JSONField):
 
 
 @extend_schema_field({
-    "type": "array", "nullable": True, "maxItems": bounds.MAX_TOKENS,
-    "items": {"type": "string", "maxLength": bounds.MAX_PIECE},
+    "type": "array", "nullable": True, "maxItems": events.MAX_TOKENS,
+    "items": {"type": "string", "maxLength": events.MAX_PIECE},
     "description": "The completion token by token: each sampled token's text, decoded on its own (special tokens "
-                   f"included), at most {bounds.MAX_TOKENS:,} of {bounds.MAX_PIECE:,} characters at most."})
+                   f"included), at most {events.MAX_TOKENS:,} of {events.MAX_PIECE:,} characters at most."})
 class TokensField(serializers.JSONField):
     pass
 
 
 def _per_token_schema(what: str, **bound) -> dict:
-    return {"type": "array", "nullable": True, "maxItems": bounds.MAX_TOKENS, "items": {"type": "number", **bound},
+    return {"type": "array", "nullable": True, "maxItems": events.MAX_TOKENS, "items": {"type": "number", **bound},
             "description": f"{what}, one finite number per token of `tokens` (which it needs). A bad array (another "
                            "length, a null, out of bounds) is left out and named in a 400; the rest of the step is "
                            "stored."}
 
 
 @extend_schema_field(_per_token_schema("Each token's log-prob under the policy that sampled it (at most 0)",
-                                       maximum=bounds.MAX_LOGPROB))
+                                       maximum=events.MAX_LOGPROB))
 class LogprobsField(serializers.JSONField):
     pass
 
@@ -107,9 +107,9 @@ class RolloutLogSerializer(serializers.Serializer):
                                     help_text="Default: the sum of the known rewards (null when none is known).")
     advantage = serializers.FloatField(required=False, allow_null=True)
     group = GroupField(required=False)
-    example_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=bounds.MAX_EXAMPLE_ID,
+    example_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=events.MAX_EXAMPLE_ID,
                                        help_text="Default (also for an empty one): the group, else the rollout's index.")
-    module = serializers.CharField(required=False, allow_null=True, min_length=1, max_length=bounds.MAX_MODULE,
+    module = serializers.CharField(required=False, allow_null=True, min_length=1, max_length=events.MAX_MODULE,
                                    help_text="Default: 'completion'.")
     tokens = TokensField(required=False)
     logprobs = LogprobsField(required=False)
@@ -117,17 +117,17 @@ class RolloutLogSerializer(serializers.Serializer):
 
 
 class StepLogSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0, max_value=bounds.MAX_STEP)
+    step = serializers.IntegerField(min_value=0, max_value=events.MAX_STEP)
     metrics = MetricsField(required=False, help_text=(
         "Scalars of the step. Those not sent are derived from its rollouts under the trainer's keys: reward/mean, "
         "reward/<name>, zero_var_share, group_var/<module>, zero_var_share/<module>, similarity/<module>, and "
         "tokens/entropy/mean (tokens/entropy/mean/<module> for several modules) from the rollouts' entropies."))
     rollouts = serializers.ListField(child=RolloutLogSerializer(), required=False,
-                                     max_length=bounds.MAX_ROLLOUTS_PER_STEP)
+                                     max_length=events.MAX_ROLLOUTS_PER_STEP)
 
 
 class StepsLogSerializer(serializers.Serializer):
-    steps = serializers.ListField(child=StepLogSerializer(), min_length=1, max_length=bounds.MAX_STEPS_PER_POST,
+    steps = serializers.ListField(child=StepLogSerializer(), min_length=1, max_length=events.MAX_STEPS_PER_POST,
                                   help_text="A step already stored is skipped; of a step number given twice in "
                                             "one post, the first is stored (as a retry).")
 
@@ -153,19 +153,19 @@ class StepsPartlyStoredSerializer(serializers.Serializer):
 class ExternalRunCreateSerializer(serializers.Serializer):
     client_id = serializers.CharField(max_length=64, validators=[_pattern(r"^[A-Za-z0-9_.-]{1,64}$")], help_text=(
         "The client's id for the run: a retried create with the same id answers the same run."))
-    task = serializers.CharField(max_length=bounds.MAX_TASK, validators=[_pattern(r"^[-a-zA-Z0-9_]+$")], help_text=(
+    task = serializers.CharField(max_length=events.MAX_TASK, validators=[_pattern(r"^[-a-zA-Z0-9_]+$")], help_text=(
         "A task's name: an existing task (e.g. toy_format), or a new one for runs trained elsewhere."))
-    name = no_nul_text(bounds.MAX_NAME)
+    name = no_nul_text(events.MAX_NAME_CHARS)
     config = ConfigField(required=False)
     tags = serializers.ListField(child=serializers.CharField(
-        max_length=MAX_TAG_CHARS, validators=[_pattern(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]), required=False,
-        max_length=MAX_TAGS)
-    notes = no_nul_text(bounds.MAX_NOTES)
-    origin = serializers.CharField(required=False, max_length=bounds.MAX_ORIGIN,
+        max_length=events.MAX_TAG_CHARS, validators=[_pattern(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]), required=False,
+        max_length=events.MAX_TAGS)
+    notes = no_nul_text(events.MAX_NOTES_CHARS)
+    origin = serializers.CharField(required=False, max_length=events.MAX_ORIGIN,
                                    validators=[_pattern(r"^(?!cohort$)[-a-zA-Z0-9_]+$")],
                                    help_text="The trainer that logs the run, e.g. trl (default: sdk).")
-    total_steps = serializers.IntegerField(required=False, min_value=0, max_value=bounds.MAX_TOTAL_STEPS)
-    project = serializers.CharField(required=False, allow_blank=True, max_length=bounds.MAX_PROJECT, help_text=(
+    total_steps = serializers.IntegerField(required=False, min_value=0, max_value=events.MAX_TOTAL_STEPS)
+    project = serializers.CharField(required=False, allow_blank=True, max_length=logging_input.MAX_PROJECT, help_text=(
         "The project to log into, by name: one where you are a member or an admin (a viewer gets 403). Default: a "
         "scoped token's project, else your personal project."), validators=[_pattern(r"^[^\x00]*$")])
 
@@ -176,7 +176,7 @@ class ExternalRunSerializer(RunSerializer):
 
 class RunFinishSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=list(FINAL_STATES))
-    error = no_nul_text(bounds.MAX_ERROR, help_text="What went wrong, for a failed run.")
+    error = no_nul_text(events.MAX_ERROR, help_text="What went wrong, for a failed run.")
 
 
 def _error(description: str) -> OpenApiResponse:

@@ -20,7 +20,7 @@ from rest_framework.decorators import api_view, parser_classes, throttle_classes
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from webapp.api import logging_input, logging_schema, present, schema, selectors
+from webapp.api import bodies, logging_input, logging_schema, schema, selectors
 from webapp.api.budget import LoggingRateThrottle, upload_turn
 from webapp.api.parsers import json_parser
 from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
@@ -52,7 +52,7 @@ def external_run_create(request):
         run, created = external_run_start(request.user, project=project, **values)
     except ExternalLimit as refused:
         return Response({"detail": str(refused)}, status=400)
-    body = {**present.run_dict(selectors.run_get_api(api_runs(request), run.pk)),
+    body = {**bodies.run_dict(selectors.run_get_api(api_runs(request), run.pk)),
             "url": request.build_absolute_uri(reverse("runs:detail", args=[run.pk]))}
     if not created:
         return Response(body)
@@ -127,4 +127,4 @@ def run_finish(request, run_id: int):
         external_run_finish(run, **values)
     except ExternalConflict as conflict:
         return Response({"detail": str(conflict)}, status=409)
-    return Response(present.run_dict(selectors.run_get_api(api_runs(request), run.pk)))
+    return Response(bodies.run_dict(selectors.run_get_api(api_runs(request), run.pk)))

@@ -1,6 +1,6 @@
 """The read API's OpenAPI description (drf-spectacular): the shape of every answer and the limits of
 every query parameter, as `views.py` and `params.py` enforce them. The serializers here describe;
-they never serialize (`present.py` builds the dicts, see its docstring), so a test checks that the
+they never serialize (`bodies.py` builds the dicts, see its docstring), so a test checks that the
 two agree (tests/webapp/api/test_schema_fuzz.py runs schemathesis against the live API)."""
 
 from __future__ import annotations

@@ -6,16 +6,15 @@ user may not read is a 404 (`sweep_get_for_user`)."""
 
 from __future__ import annotations
 
-import math
-
 from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from trainer.run.events import finite_or_none
 from webapp.api import schema, sweep_schema
-from webapp.api.launch import launch_body, launch_from_body, refused_response
+from webapp.api.launch_body import launch_body, launch_from_body, refused_response
 from webapp.api.scope import token_default_project, token_of, token_project_check
 from webapp.nul_guard import holds_nul
 from webapp.runs.launch.check import LaunchRefused
@@ -132,11 +131,7 @@ def sweep_dict(request, sweep: Sweep) -> dict:
         "waiting": sweep.waiting, "created_at": sweep.created_at, "finished_at": sweep.finished_at,
         "trial_count": len(trials),
         "trials": [{
-            "number": t.number, "params": t.params, "state": t.state, "value": _finite(t.value), "reason": t.reason,
+            "number": t.number, "params": t.params, "state": t.state, "value": finite_or_none(t.value), "reason": t.reason,
             "runs": [m.run_id for m in t.members.all()], "created_at": t.created_at, "finished_at": t.finished_at,
         } for t in trials],
     }
-
-
-def _finite(value):
-    return value if isinstance(value, float) and math.isfinite(value) else None

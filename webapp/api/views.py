@@ -14,8 +14,8 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from webapp.api import params, present, schema, selectors
-from webapp.api.launch import launch_body, launch_from_body, refused_response
+from webapp.api import bodies, params, schema, selectors
+from webapp.api.launch_body import launch_body, launch_from_body, refused_response
 from webapp.api.scope import api_run, api_runs, token_default_project, token_project_check
 from webapp.runs.charts import series
 from webapp.runs.export.adapters import adapter_folder, zip_folder
@@ -41,7 +41,7 @@ def run_list(request):
     offset, limit = params.page_params(request)
     runs = selectors.run_list_api(api_runs(request, ids_first=True), **filters)
     rows = selectors.with_project_name(runs)[offset:offset + limit]  # the count reads no project
-    page = [present.run_dict(run) for run in rows]
+    page = [bodies.run_dict(run) for run in rows]
     return Response(params.paginated(request, page, count=runs.count(), offset=offset, limit=limit))
 
 
@@ -55,7 +55,7 @@ def _run_create(request):
         return refused_response(refused)
     run = run_create(launch, name=asked.name, tags=asked.tags, notes=asked.notes)
     location = request.build_absolute_uri(reverse("api:run", args=[run.pk]))
-    return Response(present.run_dict(selectors.run_get_api(api_runs(request), run.pk)), status=201,
+    return Response(bodies.run_dict(selectors.run_get_api(api_runs(request), run.pk)), status=201,
                     headers={"Location": location})
 
 
@@ -63,7 +63,7 @@ def _run_create(request):
 @api_view(["GET"])
 def run_detail(request, run_id: int):
     """`GET /api/runs/<id>/`: the run, its full config and its summary."""
-    return Response(present.run_dict(selectors.run_get_api(api_runs(request), run_id)))
+    return Response(bodies.run_dict(selectors.run_get_api(api_runs(request), run_id)))
 
 
 @extend_schema(operation_id="run_metrics", parameters=schema.METRICS,
@@ -100,7 +100,7 @@ def step_rollouts(request, run_id: int, step: int):
     offset, limit = params.page_params(request)
     attempt = _step_attempt(request, run, step)
     rows, count = selectors.step_rollouts(run, attempt, step, offset=offset, limit=limit, prompts=prompts)
-    results = [present.rollout_dict(r, prompts=prompts) for r in rows]
+    results = [bodies.rollout_dict(r, prompts=prompts) for r in rows]
     return Response(params.paginated(request, results, count=count, offset=offset, limit=limit))
 
 
@@ -117,7 +117,7 @@ def step_groups(request, run_id: int, step: int):
     offset, limit = params.page_params(request)
     attempt = _step_attempt(request, run, step)
     rows, count = selectors.step_groups(run, attempt, step, offset=offset, limit=limit, module=module)
-    results = [present.group_dict(g) for g in rows]
+    results = [bodies.group_dict(g) for g in rows]
     return Response(params.paginated(request, results, count=count, offset=offset, limit=limit))
 
 

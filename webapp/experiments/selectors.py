@@ -4,13 +4,13 @@ says which is which); and an experiment's runs as the compare page's `experiment
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 
 from django.db.models import QuerySet
 from django.http import Http404
 
+from trainer.run.events import finite_or_none
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.projects.selectors import readable_project_ids
 from webapp.runs.charts.aggregates import seed_summary
@@ -84,10 +84,6 @@ class Row:
     summary: dict = field(default_factory=dict)  # aggregates.seed_summary: IQM and the 95% bootstrap CI
 
 
-def _finite(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def evaluation_scores(run_ids: list[int]) -> dict[int, dict[int, dict[str, float]]]:
     """run -> step -> every stored dev score of that evaluation (the mean, and each reward's
     ``eval/reward/<name>``), the newest attempt's, as the charts show it."""
@@ -95,7 +91,7 @@ def evaluation_scores(run_ids: list[int]) -> dict[int, dict[int, dict[str, float
     rows = (StepMetric.objects.filter(run_id__in=run_ids).order_by("seq")
             .values_list("run_id", "step", "metrics"))
     for run_id, step, metrics in rows:
-        scores = {k: float(v) for k, v in (metrics or {}).items() if k.startswith(EVAL_PREFIX) and _finite(v)}
+        scores = {k: float(v) for k, v in (metrics or {}).items() if k.startswith(EVAL_PREFIX) and finite_or_none(v) is not None}
         if EVAL_KEY in scores:
             found.setdefault(run_id, {})[step] = scores
     return found

@@ -14,7 +14,7 @@ from webapp.runs.models import InvalidTransition, Run
 from webapp.runs.selectors import run_get_for_user
 from webapp.runs.services import run_cancel
 from webapp.scheduling.models import Worker
-from webapp.scheduling.present import mark_readable, queued_rows
+from webapp.scheduling.queue_rows import mark_readable, queued_rows
 from webapp.scheduling.selectors import active_runs_with_workers, queue_order, workers_with_runs
 from webapp.scheduling.services import queue_move_to_front
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.sweeps.access import sweep_can_change, sweep_change_check
-from webapp.sweeps.present import sweep_payload
+from webapp.sweeps.page_payload import sweep_payload
 from webapp.sweeps.selectors import sweep_get_for_user
 from webapp.sweeps.services import sweep_cancel
 from webapp.sweeps.studies import studies_for_user
@@ -30,7 +30,7 @@ def _detail_context(request, sweep) -> dict:
 
 @require_GET
 def sweep_data(request, sweep_id: int):
-    """What the page draws (webapp/sweeps/present.py), for sweep.js to redraw after a notice."""
+    """What the page draws (webapp/sweeps/page_payload.py), for sweep.js to redraw after a notice."""
     sweep = sweep_get_for_user(request.user, sweep_id)
     return JsonResponse(sweep_payload(sweep))
 

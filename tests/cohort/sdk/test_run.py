@@ -152,7 +152,7 @@ def test_other_mistakes_raise_clear_value_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("COHORT_URL", raising=False)
     run = offline(tmp_path)
     for step in (-1, 1.5, True, "3"):
-        with pytest.raises(ValueError, match="step must be an integer >= 0"):
+        with pytest.raises(ValueError, match="step must be an integer from 0 to"):
             run.log({"a": 1}, step=step)
     with pytest.raises(ValueError, match="a metric's name must be a string of 1 to 200 characters, not 1"):
         run.log({1: 1.0})
@@ -271,15 +271,16 @@ def test_a_run_the_program_forgot_to_finish_is_finished_at_exit(tmp_path, how, f
     assert [json.loads(line)["step"] for line in spool.lines()] == [0, 1]
 
 
-def test_importing_cohort_loads_neither_pandas_nor_numpy():
+def test_importing_cohort_loads_neither_pandas_nor_numpy_and_of_the_trainer_only_the_event_contract():
     code = textwrap.dedent("""
         import sys, cohort
         cohort.init, cohort.Run, cohort.CohortAPIError
         import cohort.sdk.sync, cohort.__main__
-        print(sorted(m for m in ("pandas", "numpy", "django", "trainer") if m in sys.modules))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("pandas", "numpy", "django", "torch", "trainer")))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.strip() == "[]"
+    # The SDK checks its values against the bounds of trainer/run/events.py, which imports nothing.
+    assert done.stdout.strip() == "['trainer', 'trainer.run', 'trainer.run.events']"
     assert cohort.Client.__module__ == "cohort.client"
     from cohort.client import Client, CohortAPIError
 

@@ -154,6 +154,6 @@ def test_a_run_samples_with_the_rows_it_asks_for(tmp_path):
     from trainer.run.loop import Trainer
 
     trainer = Trainer(toy_config(hf_generate_rows=3), tmp_path / "run", ListReporter(), model_cache_dir=tmp_path / "m")
-    assert trainer.backend.batch_size == 3
+    assert trainer.parts.backend.batch_size == 3
     trainer = Trainer(toy_config(), tmp_path / "run2", ListReporter(), model_cache_dir=tmp_path / "m")
-    assert trainer.backend.batch_size == 256  # derived: the tiny model's cache is small
+    assert trainer.parts.backend.batch_size == 256  # derived: the tiny model's cache is small

@@ -76,10 +76,10 @@ def test_a_run_logs_its_optimizer_steps_and_sizes_its_schedule_in_them(tmp_path)
     assert config.optimizer_steps_per_step() == 2 * 2  # 8 completions, 4 micro-batches, 2 per step, 2 epochs
     reporter = ListReporter()
     trainer = Trainer(config, tmp_path / "run", reporter, model_cache_dir=tmp_path / "models")
-    assert trainer.updater.config.total_steps == 8
+    assert trainer.parts.updater.config.total_steps == 8
     trainer.run()
     assert [e["metrics"]["optimizer_steps"] for e in reporter.events] == [4.0, 4.0]
-    assert trainer.updater.optimizer_steps == 8
+    assert trainer.parts.updater.optimizer_steps == 8
 
 
 def test_the_optimizer_steps_and_their_learning_rates_agree_with_trl(tmp_path, tiny_model_path):
@@ -119,13 +119,13 @@ def test_the_optimizer_steps_and_their_learning_rates_agree_with_trl(tmp_path, t
                         lr_scheduler="linear", warmup_steps=2, checkpoint_every=0, max_new_tokens=4)
     cohort = Trainer(config, tmp_path / "cohort", ListReporter(), model_cache_dir=tmp_path / "models")
     cohort_rates = []
-    real_step = cohort.updater.optimizer.step
+    real_step = cohort.parts.updater.optimizer.step
 
     def recording_step(*args, **kwargs):
-        cohort_rates.append(cohort.updater.optimizer.param_groups[0]["lr"])
+        cohort_rates.append(cohort.parts.updater.optimizer.param_groups[0]["lr"])
         return real_step(*args, **kwargs)
 
-    cohort.updater.optimizer.step = recording_step
+    cohort.parts.updater.optimizer.step = recording_step
     cohort.run()
     assert trl.state.global_step == len(trl_rates) == len(cohort_rates) == 6
     assert cohort_rates == pytest.approx(trl_rates, rel=1e-9, abs=1e-12)

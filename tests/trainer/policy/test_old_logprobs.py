@@ -147,7 +147,7 @@ def test_dr_grpo_divides_by_max_new_tokens(tiny_model_path, tmp_path):
     config = RunConfig(program="toy", steps=1, group_size=2, rollouts_per_example=2, max_new_tokens=7,
                        max_context_length=64, loss_aggregation="dr_grpo")
     trainer = Trainer(config, tmp_path / "run", Quiet(), model_cache_dir=tmp_path / "models")
-    assert trainer.updater.config.dr_grpo_max_len == 7
+    assert trainer.parts.updater.config.dr_grpo_max_len == 7
 
 
 def test_a_step_with_the_hf_sampler_reports_a_near_zero_mismatch(tmp_path):

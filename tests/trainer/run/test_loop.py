@@ -171,7 +171,7 @@ def test_a_succeeded_run_leaves_its_trained_adapter_in_the_run_folder(tmp_path, 
     assert trainer.run() == "succeeded"
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_path),
                                        tmp_path / FINAL_ADAPTER_DIR)
-    trained = {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
+    trained = {k: v for k, v in trainer.parts.model.state_dict().items() if "lora_" in k}
     assert trained and all((loaded.state_dict()[k] == v).all() for k, v in trained.items())
 
 

@@ -40,7 +40,7 @@ def by_example(event):
 
 def test_a_program_raising_for_one_example_fails_only_its_rollouts(make_trainer):
     trainer, reporter = make_trainer(steps=2)
-    trainer.program.program.raise_for = {"e1"}
+    trainer.parts.program.program.raise_for = {"e1"}
     assert trainer.run() == "succeeded"
     assert [e["step"] for e in reporter.events] == [1, 2]
     for event in reporter.events:
@@ -61,7 +61,7 @@ def test_a_program_raising_for_one_example_fails_only_its_rollouts(make_trainer)
 
 def test_more_than_half_raising_fails_the_run_with_the_first_error(make_trainer):
     trainer, reporter = make_trainer(steps=2)
-    trainer.program.program.raise_for = {"e0", "e1", "e3"}
+    trainer.parts.program.program.raise_for = {"e0", "e1", "e3"}
     with pytest.raises(RolloutErrors) as info:
         trainer.run()
     assert re.match(r"12 of 16 trajectories raised in step 1; first error \(example 'e[013]'\): "
@@ -73,14 +73,14 @@ def test_more_than_half_raising_fails_the_run_with_the_first_error(make_trainer)
 
 def test_exactly_half_raising_goes_on(make_trainer):
     trainer, reporter = make_trainer(steps=1)
-    trainer.program.program.raise_for = {"e0", "e1"}
+    trainer.parts.program.program.raise_for = {"e0", "e1"}
     assert trainer.run() == "succeeded"
     assert reporter.events[0]["metrics"]["error_rate"] == 0.5
 
 
 def test_run_abort_from_the_program_fails_the_run_at_once(make_trainer):
     trainer, reporter = make_trainer(steps=2)
-    trainer.program.program.abort_for = {"e2"}
+    trainer.parts.program.program.abort_for = {"e2"}
     with pytest.raises(Abort, match="e2 cannot go on: stop the run"):
         trainer.run()
     assert reporter.events == []
@@ -89,14 +89,14 @@ def test_run_abort_from_the_program_fails_the_run_at_once(make_trainer):
 
 def test_a_reward_that_raises_fails_its_trajectories(make_trainer):
     trainer, reporter = make_trainer(steps=1)
-    exact_match = trainer.reward_fns["exact_match"]
+    exact_match = trainer.parts.reward_fns["exact_match"]
 
     def flaky_exact_match(example, output, trajectory):
         if example["id"] == "e2":
             raise KeyError("gold")
         return exact_match(example, output, trajectory)
 
-    trainer.reward_fns["exact_match"] = flaky_exact_match
+    trainer.parts.reward_fns["exact_match"] = flaky_exact_match
     assert trainer.run() == "succeeded"
     rollouts = by_example(reporter.events[0])
     parsed = [r for r in rollouts["e2"] if r["calls"][0]["parsed_ok"]]
@@ -110,7 +110,7 @@ def test_a_reward_that_raises_fails_its_trajectories(make_trainer):
 
 def test_a_reward_returning_a_string_gets_an_error_naming_it(make_trainer):
     trainer, reporter = make_trainer(steps=1)
-    trainer.reward_fns["char_f1"] = lambda example, output, trajectory: "abc" if example["id"] == "e0" else 0.5
+    trainer.parts.reward_fns["char_f1"] = lambda example, output, trajectory: "abc" if example["id"] == "e0" else 0.5
     assert trainer.run() == "succeeded"
     rollouts = by_example(reporter.events[0])
     errors = {r["error"] for r in rollouts["e0"] if r["calls"][0]["parsed_ok"]}
@@ -120,7 +120,7 @@ def test_a_reward_returning_a_string_gets_an_error_naming_it(make_trainer):
 
 def test_a_reward_returning_nan_is_unknown_as_before(make_trainer):
     trainer, reporter = make_trainer(steps=1)
-    trainer.reward_fns["char_f1"] = lambda example, output, trajectory: float("nan")
+    trainer.parts.reward_fns["char_f1"] = lambda example, output, trajectory: float("nan")
     assert trainer.run() == "succeeded"
     for rollout in reporter.events[0]["rollouts"]:
         assert rollout["error"] is None

@@ -45,7 +45,7 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
     state, trainer = train(config, tmp_path / "run", cache, second, resume=True, attempt=2)
     # the first step after the resume is the one that crashed (the engine reused an adapter id)
     assert state == "succeeded" and [e["step"] for e in second.events] == [2]
-    assert trainer.updater.updates == 2
+    assert trainer.parts.updater.updates == 2
 
     for event in first.events + second.events:
         metrics = event["metrics"]
@@ -76,7 +76,7 @@ def test_sleep_mode_is_refused_beside_its_field_where_the_engine_lacks_it_and_us
     if current_platform.is_sleep_mode_available():
         trainer = Trainer(config, tmp_path / "run", ListReporter(), model_cache_dir=smollm2_dir.parent)
         try:
-            assert trainer.backend.sleeps
+            assert trainer.parts.backend.sleeps
         finally:
             trainer.close()
         return

@@ -48,7 +48,7 @@ def calls_of(event):
 
 def record_samples(trainer):
     """Keeps every sample the backend returns: the numbers it reported."""
-    samples, real = {}, trainer.backend.generate
+    samples, real = {}, trainer.parts.backend.generate
 
     def generate(prompts, n, **kwargs):
         out = real(prompts, n, **kwargs)
@@ -57,7 +57,7 @@ def record_samples(trainer):
                 samples[(str(prompt), sample.text)] = sample
         return out
 
-    trainer.backend.generate = generate
+    trainer.parts.backend.generate = generate
     trainer.recorded = samples
 
 
@@ -74,7 +74,7 @@ def test_every_call_carries_its_tokens_and_the_step_its_token_metrics(tmp_path, 
         assert set(tokens) - {"bytes"} == {"pieces", "sampler", "trainer", "entropy", "topk"}
         assert len(tokens["pieces"]) == len(tokens["sampler"]) == len(tokens["trainer"]) == len(tokens["entropy"]) == n
         # Each sampled token decoded on its own, special tokens kept; the HF backend's own log-probs.
-        assert tokens["pieces"] == trainer.tokenizer.batch_decode([[i] for i in sample.token_ids],
+        assert tokens["pieces"] == trainer.parts.tokenizer.batch_decode([[i] for i in sample.token_ids],
                                                                   skip_special_tokens=False)
         assert tokens["sampler"] == [round(x, 4) for x in sample.logprobs]
         # The sampler is the policy itself here (eval mode; the fresh adapter is zero): the same numbers.
@@ -85,7 +85,7 @@ def test_every_call_carries_its_tokens_and_the_step_its_token_metrics(tmp_path, 
             probs = [a[1] for a in alternatives]
             assert probs == sorted(probs, reverse=True) and all(isinstance(a[0], str) for a in alternatives)
             # Each alternative's token id: its piece is that id decoded on its own.
-            assert [a[0] for a in alternatives] == trainer.tokenizer.batch_decode([[a[2]] for a in alternatives],
+            assert [a[0] for a in alternatives] == trainer.parts.tokenizer.batch_decode([[a[2]] for a in alternatives],
                                                                                   skip_special_tokens=False)
         assert [fork[0] for fork in tokens["topk"]] == [i for i, e in enumerate(tokens["entropy"]) if e >= threshold]
     metrics = event["metrics"]
@@ -117,7 +117,7 @@ def test_sampled_keeps_the_arrays_of_each_groups_best_and_worst_member_and_every
 
 def test_off_computes_and_stores_nothing_per_token(tmp_path, model_cache):
     trainer, event = one_step(tmp_path, model_cache, token_details="off")
-    assert trainer.updater.config.token_topk is None and trainer.updater.last_token_details == []
+    assert trainer.parts.updater.config.token_topk is None and trainer.parts.updater.last_token_details == []
     assert trainer.token_details is None
     assert not any("tokens" in c for c in calls_of(event).values())
     assert not any(key.startswith("tokens/") for key in event["metrics"])

@@ -46,4 +46,4 @@ def test_with_the_default_lora_dropout_the_step_and_its_tokens_report_the_same_m
         assert gaps.mean() == pytest.approx(mean, abs=1e-4)  # (the stored values are rounded to 1e-4)
         assert metrics["tokens/mismatch/share"] == 0.0
         assert mean <= metrics["tokens/mismatch/max"] < 1e-3
-    assert trainer.updater.train_dropout == 0.05  # so the details came from an eval pass of their own
+    assert trainer.parts.updater.train_dropout == 0.05  # so the details came from an eval pass of their own

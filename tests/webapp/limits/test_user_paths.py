@@ -109,7 +109,7 @@ def test_the_form_shows_the_refusal_beside_the_field_and_queues_nothing(client, 
 
 
 def test_the_api_refuses_it_with_the_fields_error(runs_dir, owner, stranger, toy_task):  # noqa: F811
-    from webapp.api.launch import launch_body, launch_from_body
+    from webapp.api.launch_body import launch_body, launch_from_body
     from webapp.runs.launch.check import LaunchRefused
 
     theirs = phase_one_state(run_create(Launch(owner=stranger, task=toy_task, config=toy_config())))

@@ -26,11 +26,12 @@ import numpy as np
 from django.db import connection
 from django.db.models import F, Q
 
+from trainer.run.events import INT32_MAX
 from webapp.json_keys import json_key
 from webapp.runs.models import SeriesBlock, StepMetric
 
 BLOCK_STEPS = 256  # steps per block: a live page re-reads at most this many rows of the block it is in
-BLOCK_MAX = 2**31 - 1  # SeriesBlock.block is a PositiveIntegerField
+BLOCK_MAX = INT32_MAX  # SeriesBlock.block is a PositiveIntegerField
 # The per-step metric whose running sum is "tokens seen" (trainer/run/loop.py reports it per step).
 TOKENS_KEY = "completion_tokens"
 

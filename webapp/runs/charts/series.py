@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 from tsdownsample import MinMaxLTTBDownsampler
 
+from trainer.run.events import finite_or_none
 from webapp.json_keys import json_key
 from webapp.runs.charts import blocks as series_store
 from webapp.runs.models import Run, StepMetric
@@ -42,12 +43,6 @@ class Series:
         return Series(self.steps[lo:hi], self.values[lo:hi])
 
 
-def _finite_or_none(value) -> float | None:
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _collect(rows: Iterable[tuple], keys: Sequence[str] | None) -> tuple[dict[str, dict[int, float | None]], int]:
     """rows in seq order: (seq, step, metrics dict) when keys is None, else (seq, step, v_1..v_k)."""
     per_key: dict[str, dict[int, float | None]] = {}
@@ -59,7 +54,7 @@ def _collect(rows: Iterable[tuple], keys: Sequence[str] | None) -> tuple[dict[st
         for key, value in items:
             if keys is not None and value is None and key not in per_key:
                 continue  # the key is absent from this row (the JSON key gives None): no point
-            per_key.setdefault(key, {})[step] = _finite_or_none(value)  # a later seq overwrites
+            per_key.setdefault(key, {})[step] = finite_or_none(value)  # a later seq overwrites
     return per_key, last_seq
 
 
@@ -120,7 +115,7 @@ def _axes_table(rows: Iterable[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarr
         by_step[step] = (created_at, tokens)
     steps = np.fromiter(sorted(by_step), dtype=np.int64, count=len(by_step))
     t = np.asarray([(by_step[s][0] - first).total_seconds() for s in steps.tolist()], dtype=float)
-    per_step = [_finite_or_none(by_step[s][1]) for s in steps.tolist()]
+    per_step = [finite_or_none(by_step[s][1]) for s in steps.tolist()]
     tokens = None
     if any(v is not None for v in per_step):
         tokens = np.cumsum([v or 0.0 for v in per_step], dtype=float)  # a step without the key adds nothing

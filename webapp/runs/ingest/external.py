@@ -32,9 +32,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from trainer.algorithms.metrics import group_reward_variance, intra_group_similarity, zero_variance_share
+from trainer.run import events as contract
 from webapp.projects.services import personal_project_ensure
 from webapp.runs.ingest.lost import run_reopen
-from webapp.runs.ingest.store import finite_or_none, step_events_ingest
+from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.launch.limits import limits_check_external
 from webapp.runs.models import EXTERNAL_PROGRAM, Program, Run, StepMetric, Task
 
@@ -206,7 +207,7 @@ def _trajectory(index: int, rollout: dict[str, Any]) -> dict[str, Any]:
     rewards = dict(rollout.get("rewards") or {})
     known = [value for value in rewards.values() if value is not None]
     # No reward sent: the sum of the known components (none known: unknown).
-    reward = rollout["reward"] if "reward" in rollout else (finite_or_none(float(sum(known))) if known else None)
+    reward = rollout["reward"] if "reward" in rollout else (contract.finite_or_none(float(sum(known))) if known else None)
     group = rollout.get("group")
     group_id = None if group is None else str(group)
     prompt, messages = _prompt_text(rollout["prompt"])
@@ -269,7 +270,7 @@ def _group(trajectories: list[dict[str, Any]], indexes: list[int]) -> _Group:
         "invocation_index": 0, "example_id": chosen[0]["example_id"],
         # The trainer's rule (trainer.algorithms.groups.ModuleGroup.kind): one prompt for all is homogeneous.
         "kind": "homogeneous" if len({c["prompt"] for c in calls}) <= 1 else "heterogeneous",
-        "reward_mean": finite_or_none(mean), "reward_var": finite_or_none(variance), "similarity": finite_or_none(similarity),
+        "reward_mean": contract.finite_or_none(mean), "reward_var": contract.finite_or_none(variance), "similarity": contract.finite_or_none(similarity),
         "members": [{"trajectory_id": t["trajectory_id"], "call_id": c["call_id"], "reward": t["reward"],
                      "reward_components": t["rewards"], "advantage": c["advantage"]} for t, c in zip(chosen, calls, strict=True)],
     }

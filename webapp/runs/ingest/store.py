@@ -24,6 +24,8 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
+from trainer.run import events as contract
+from webapp.nul_guard import nul_replaced
 from webapp.runs.charts.blocks import blocks_after_ingest
 from webapp.runs.ingest.retention import retention_apply, storage_add
 from webapp.runs.ingest.texts import encode_texts
@@ -43,36 +45,21 @@ from webapp.runs.models import (
 BATCH_SIZE = 2000
 REWARD_KEY = "reward/mean"  # trainer.run.loop's training reward; best, last reward of the runs table
 EVAL_REWARD_KEY = "eval/reward/mean"  # trainer.run.loop.Trainer.evaluate
-MAX_ERROR_CHARS = 10_000  # the trainer sends at most 2,000 (trainer.rollouts.failures.describe_error)
-
-
-def finite_or_none(value: Any) -> float | None:
-    """A number as stored: None for None, NaN and the infinities (JSON and the float columns have none)."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _without_nul(value: Any) -> Any:
-    """PostgreSQL text and JSONB cannot hold NUL; model output can (a random model writes any byte)."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    return value
 
 
 def _clean_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
     """JSON has no NaN: unknown values are stored as null."""
-    return {_without_nul(str(k)): finite_or_none(v) for k, v in metrics.items() if isinstance(v, int | float) or v is None}
+    return {nul_replaced(str(k)): contract.finite_or_none(v) for k, v in metrics.items() if isinstance(v, int | float) or v is None}
 
 
 def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepMetric]:
-    """Stores the step events not yet stored; returns the new StepMetric rows (seq order)."""
+    """Stores the step events (trainer/run/events.py `StepEvent`) not yet stored; returns the new
+    StepMetric rows (seq order). A step past the contract's bound is a ValueError: no column holds it."""
     events = [e for e in events if e.get("type", "step") == "step"]
+    for event in events:
+        if not contract.step_in_bounds(event.get("step")):
+            raise ValueError(f"a step event's step must be a whole number from 0 to {contract.MAX_STEP:,}, "
+                             f"not {event.get('step')!r:.40}")
     if not events:
         return []
     with transaction.atomic():
@@ -166,14 +153,14 @@ class StepRows:
         for index, t in enumerate(trajectories):
             self.rollouts.append({
                 "run_id": run_id, "attempt": attempt, "step": step, "index": index,
-                "example_id": _without_nul(str(t.get("example_id", "")))[:200],
-                "teacher": _without_nul(t.get("teacher") or ""), "fork_point": _without_nul(t.get("fork_point") or ""),
-                "sampling": _without_nul({"trajectory_id": t.get("trajectory_id"), "parent_id": t.get("parent_id"),
+                "example_id": nul_replaced(str(t.get("example_id", "")))[:contract.MAX_EXAMPLE_ID],
+                "teacher": nul_replaced(t.get("teacher") or ""), "fork_point": nul_replaced(t.get("fork_point") or ""),
+                "sampling": nul_replaced({"trajectory_id": t.get("trajectory_id"), "parent_id": t.get("parent_id"),
                                           "group_id": t.get("group_id")}),
-                "final_output": _without_nul(t.get("final_output")),
-                "reward_components": _without_nul(t.get("rewards") or {}),
-                "total_reward": finite_or_none(t.get("reward")), "failed": bool(t.get("failed")),
-                "error": _without_nul(str(t.get("error") or ""))[:MAX_ERROR_CHARS],
+                "final_output": nul_replaced(t.get("final_output")),
+                "reward_components": nul_replaced(t.get("rewards") or {}),
+                "total_reward": contract.finite_or_none(t.get("reward")), "failed": bool(t.get("failed")),
+                "error": nul_replaced(str(t.get("error") or ""))[:contract.MAX_ERROR],
             })
             self.rollout_parents.append(position_of.get(t.get("parent_id")) if t.get("parent_id") else None)
             for position, c in enumerate(t.get("calls", [])):
@@ -182,17 +169,17 @@ class StepRows:
                 call_position.setdefault((None, c.get("call_id")), len(self.calls))
                 self.call_rollouts.append(first + index)
                 texts.setdefault(self.rollouts[-1]["example_id"], []).append(
-                    (index, _without_nul(c.get("prompt", "")), _without_nul(c.get("messages")),
-                     _without_nul(c.get("completion", ""))))
+                    (index, nul_replaced(c.get("prompt", "")), nul_replaced(c.get("messages")),
+                     nul_replaced(c.get("completion", ""))))
                 if c.get("tokens"):
                     tokens.setdefault(self.rollouts[-1]["example_id"], []).append(
                         ((index, position), texts[self.rollouts[-1]["example_id"]][-1][3], c["tokens"]))
                 self.calls.append({
-                    "position": position, "module": _without_nul(c["module"]),
+                    "position": position, "module": nul_replaced(c["module"]),
                     "invocation_index": int(c["invocation_index"]),
                     "prompt": None, "completion": None, "messages": None,  # in the example's CallText row
-                    "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": finite_or_none(c.get("specific_reward")) or 0.0,
-                    "propagated_reward": finite_or_none(c.get("propagated_reward")), "advantage": finite_or_none(c.get("advantage")),
+                    "parsed_ok": bool(c.get("parsed_ok")), "specific_reward": contract.finite_or_none(c.get("specific_reward")) or 0.0,
+                    "propagated_reward": contract.finite_or_none(c.get("propagated_reward")), "advantage": contract.finite_or_none(c.get("advantage")),
                 })
         for example, calls in texts.items():
             self.texts.append({"run_id": run_id, "attempt": attempt, "step": step, "example_id": example,
@@ -200,12 +187,12 @@ class StepRows:
         for index, g in enumerate(event.get("groups", [])):
             group_position = len(self.groups)
             self.groups.append({
-                "run_id": run_id, "attempt": attempt, "step": step, "index": index, "module": _without_nul(g["module"]),
+                "run_id": run_id, "attempt": attempt, "step": step, "index": index, "module": nul_replaced(g["module"]),
                 "invocation_index": int(g.get("invocation_index") or 0),
-                "kind": _without_nul(g.get("kind", Group.Kind.HOMOGENEOUS)),
-                "example_id": _without_nul(str(g.get("example_id") or ""))[:200], "size": len(g.get("members", [])),
-                "reward_mean": finite_or_none(g.get("reward_mean")), "reward_var": finite_or_none(g.get("reward_var")),
-                "similarity": finite_or_none(g.get("similarity")),
+                "kind": nul_replaced(g.get("kind", Group.Kind.HOMOGENEOUS)),
+                "example_id": nul_replaced(str(g.get("example_id") or ""))[:contract.MAX_EXAMPLE_ID], "size": len(g.get("members", [])),
+                "reward_mean": contract.finite_or_none(g.get("reward_mean")), "reward_var": contract.finite_or_none(g.get("reward_var")),
+                "similarity": contract.finite_or_none(g.get("similarity")),
             })
             for position, m in enumerate(g.get("members", [])):
                 call = call_position.get((m.get("trajectory_id"), m.get("call_id")))
@@ -217,9 +204,9 @@ class StepRows:
                 self.member_calls.append(call)
                 self.members.append({
                     "position": position, "padded": bool(m.get("padded")), "duplicated": bool(m.get("duplicated")),
-                    "reward": finite_or_none(m.get("reward")), "reward_components": _without_nul(m.get("reward_components") or {}),
-                    "advantage": finite_or_none(m.get("advantage")),
-                    "component_advantages": _without_nul(m.get("component_advantages") or {}),
+                    "reward": contract.finite_or_none(m.get("reward")), "reward_components": nul_replaced(m.get("reward_components") or {}),
+                    "advantage": contract.finite_or_none(m.get("advantage")),
+                    "component_advantages": nul_replaced(m.get("component_advantages") or {}),
                 })
 
 

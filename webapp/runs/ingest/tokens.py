@@ -29,13 +29,14 @@ Decoding needs each call's completion (`decode_tokens(blob, completions)`), whic
 from __future__ import annotations
 
 import json
-import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from trainer.run.events import finite_or_none
 
 Place = tuple[int, int]  # (rollout index within the step, position of the call in its rollout)
 EXPLICIT = 255  # a piece length byte: the piece is in the header, not in the text
@@ -139,13 +140,6 @@ def _fork(pos: int, entry: Sequence[Any]) -> list:
     return out
 
 
-def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _piece_lengths(pieces: Sequence[str], completion: str) -> tuple[bytes, dict[str, str]]:
     """Each piece's length where the text continues with it, else EXPLICIT and the piece in `extra`."""
     lengths, extra, cursor = bytearray(), {}, 0
@@ -167,7 +161,7 @@ def _milli(values: Sequence[Any], n: int, sign: float) -> list[int | None]:
     """n values (padded or cut) as whole thousandths of `sign` * value; None where unknown."""
     out = []
     for v in list(values[:n]) + [None] * (n - len(values)):
-        v = _finite(v)
+        v = finite_or_none(v)
         out.append(None if v is None else round(sign * v * 1000))
     return out
 

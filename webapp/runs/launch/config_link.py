@@ -1,6 +1,6 @@
 """A launch form link that carries settings: `/runs/new?task=<id>&config=<token>` opens the form with
 those RunConfig fields filled in over the task's defaults (a sweep's "Launch this": its base settings
-with the best configuration's values, webapp/sweeps/present.py).
+with the best configuration's values, webapp/sweeps/page_payload.py).
 
 The token is the URL-safe base64 of a JSON object, so a link survives copying and needs no server
 state. It only fills the form: nothing is queued until the user submits it and RunConfig accepts every

@@ -13,6 +13,7 @@ from trainer.algorithms.advantages import grpo_advantages
 from trainer.algorithms.groups import assign_advantages, group_reward_arrays
 from trainer.algorithms.propagation import mhgpo_groups, propagate_rewards
 from trainer.rollouts.sampling import LinearChain, fork_on, fork_on_first
+from trainer.run import events
 from webapp.runs.ingest import store as ingest
 from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.ingest.texts import fill_call_texts
@@ -239,7 +240,7 @@ def test_an_error_is_clipped_and_cleaned_for_the_database(owner):
     event["rollouts"][1]["error"] = "ValueError: \x00" + "x" * 20_000
     step_events_ingest(run, [event])
     stored = Rollout.objects.get(run=run, index=1, example_id="q0").error
-    assert stored.startswith("ValueError: \ufffdxxx") and len(stored) == ingest.MAX_ERROR_CHARS
+    assert stored.startswith("ValueError: \ufffdxxx") and len(stored) == events.MAX_ERROR
 
 
 def stored_rows(run) -> dict[str, list[tuple]]:
