@@ -47,7 +47,7 @@ def test_the_summary_lists_each_refused_field_and_the_first_takes_the_focus(page
     assert summary.get_attribute("role") == "alert"
     links = summary.locator("a[data-target]")
     expect(links).to_have_text(["steps", "learning_rate"])
-    assert "less than or equal to 2147483647" in summary.inner_text()
+    assert "steps must be at most 2,147,483,647" in summary.inner_text()  # the launch check's words, at every door
     assert "This field is required." in summary.inner_text()
     # The first refused field has the focus and is in view, far below the summary.
     assert focused_id(page) == "id_steps"

@@ -62,7 +62,8 @@ def test_nothing_is_emailed_before_the_alert_is_committed(owner, django_capture_
     run = make_run(owner, state=Run.State.RUNNING)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         step_events_ingest(run, [{"type": "step", "attempt": 1, "step": 1, "metrics": {"loss": None}}])
-    assert mail.outbox == [] and len(callbacks) == 1  # the evaluation waits for the commit
+    # The step's notices and the apps' signal (the alert evaluation among its listeners) wait for the commit.
+    assert mail.outbox == [] and len(callbacks) == 2
 
 
 def test_an_in_app_rule_sends_no_email(owner, django_capture_on_commit_callbacks):

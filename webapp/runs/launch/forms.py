@@ -30,6 +30,7 @@ from webapp.runs.launch.check import (
     launch_check,
     role_check,
     tags_checked,
+    value_errors,
 )
 from webapp.runs.launch.error_summary import (
     SummaryEntry,
@@ -288,7 +289,11 @@ class RunLaunchForm(forms.Form):
         """Every rule is the launch check's (webapp/runs/launch/check.py), as at every other door; the form
         only parses its text into values, and asks a staff user to confirm a launch over the limits."""
         cleaned = super().clean()
-        if self.errors:  # a field did not even parse; the check would only repeat it
+        if self.errors:  # a field did not even parse: the others' bounds are still said beside them
+            parsed = {f.name: cleaned[f.name] for f in CONFIG_FIELDS if f.name in cleaned}
+            for field, messages in value_errors(parsed).items():
+                for message in messages:
+                    self.add_error(field, message)
             return cleaned
         values: dict[str, Any] = {f.name: cleaned[f.name] for f in CONFIG_FIELDS}
         try:

@@ -122,6 +122,10 @@ def test_a_fired_alert_reaches_every_watcher_with_their_own_badge_count(owner, s
         assert connected and also
         # the real ingest; the alert's delivery runs when its transaction commits
         await database_sync_to_async(step_events_ingest)(run, [nan_step])
+        # On the ingest's commit: the step's notice, then the alert its listener fired.
+        for watcher in (mine, theirs):
+            step = await watcher.receive_json_from(timeout=10)
+            assert step["type"] == "step" and step["step"] == 3
         notice = await mine.receive_json_from(timeout=10)
         seen_by_staff = await theirs.receive_json_from(timeout=10)
         alert = await database_sync_to_async(Alert.objects.get)(run=run, kind=Kind.NONFINITE)
