@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rest_framework.response import Response
+
 from webapp.limits.user_paths import program_states_folder
 from webapp.nul_guard import holds_nul
 from webapp.projects.selectors import projects_for_user
@@ -149,7 +151,5 @@ def _text(body: dict, key: str, errors: dict[str | None, list[str]]) -> str:
 def refused_response(refused: LaunchRefused):
     """A refused launch as the API answers it: 403 for a viewer's, 400 otherwise, with the errors by
     field (the launch as a whole under "__all__", as Django names a form's own errors)."""
-    from rest_framework.response import Response
-
     errors = {field or "__all__": messages for field, messages in refused.errors.items()}
     return Response({"detail": str(refused), "errors": errors}, status=403 if refused.forbidden else 400)

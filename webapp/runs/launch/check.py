@@ -69,9 +69,7 @@ def launch_check(user, *, task: Task, values: dict[str, Any], program: Program |
     sweep's trial: its plan counts every run of the sweep)."""
     role_check(user, project)
     program_row = program_check(task, program or values.get("program"))
-    # An empty optional text ("" from a form box or a JSON body) means none.
-    values = {**{k: (None if v == "" and str(getattr(CONFIG_FIELDS.get(k), "type", "")) == "str | None" else v)
-                 for k, v in values.items()}, "program": program_row.name}
+    values = {**{name: _none_if_empty(name, value) for name, value in values.items()}, "program": program_row.name}
     errors = value_errors(values)
     if errors:
         raise LaunchRefused(errors)
@@ -173,6 +171,12 @@ def value_errors(values: dict[str, Any]) -> dict[str | None, list[str]]:
             if message:
                 errors[name] = [message]
     return errors
+
+
+def _none_if_empty(name: str, value: Any) -> Any:
+    """An empty optional text ("" from a form box or a JSON body) means none."""
+    optional_text = name in CONFIG_FIELDS and str(CONFIG_FIELDS[name].type) == "str | None"
+    return None if optional_text and value == "" else value
 
 
 def _is_int(value: Any) -> bool:
