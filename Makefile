@@ -119,7 +119,7 @@ $(DOCS_STAMP): $(RUN_STAMP)
 	touch $@
 
 # A variable, because $(call) splits its arguments at commas.
-ALL_EXTRAS := -e '.[train,dev,dspy,client,docs]'
+ALL_EXTRAS := -e '.[train,dev,dspy,client,docs,import]'
 
 $(STAMP): $(RUN_STAMP) examples/cohort-hotpot/pyproject.toml
 	$(call pip_install,$(ALL_EXTRAS))

@@ -261,6 +261,9 @@ COHORT_HEARTBEAT_TIMEOUT_S = env.int("COHORT_HEARTBEAT_TIMEOUT_S", default=60)
 # A run trained elsewhere whose trainer has posted nothing for this long (seconds) is marked lost
 # (webapp/runs/ingest/lost.py); its next post reopens it.
 COHORT_EXTERNAL_STALE_AFTER = env.int("COHORT_EXTERNAL_STALE_AFTER", default=3600)
+# The runs page's "Import runs" upload (webapp/runs/ingest/uploads.py): at most this many MB an upload,
+# unpacked; a larger run goes in with `cohort import`, which streams it through the logging API.
+COHORT_IMPORT_MAX_UPLOAD_MB = env.int("COHORT_IMPORT_MAX_UPLOAD_MB", default=200)
 
 # --- Auth -----------------------------------------------------------------------------------
 # django-axes counts failed logins per username and per client address (each on its own): after

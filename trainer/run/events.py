@@ -51,6 +51,10 @@ MAX_TAGS, MAX_TAG_CHARS = 20, 40
 MAX_TOTAL_STEPS = 10_000_000
 MAX_CONFIG_BYTES = 64 * 1024
 
+# The origins of runs read from another trainer's files (trainer/importers): a copy of a source that may
+# grow, so importing it again updates the run, and a new step reopens it (webapp/runs/ingest/external.py).
+IMPORT_ORIGINS = ("wandb", "tensorboard", "verl")
+
 # A post of the logging API carries at most this many steps.
 MAX_STEPS_PER_POST = 100
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import views
+from webapp.runs import import_views, views
 from webapp.runs.charts import views as compare_views
 from webapp.runs.export import views as export_views
 from webapp.runs.inspector import history_views
@@ -12,6 +12,7 @@ urlpatterns = [
     path("", table_views.run_list, name="list"),
     path("runs/", table_views.run_list, name="list_under_runs"),  # every run lives under /runs/<id>/
     path("runs/new", views.run_new, name="new"),
+    path("runs/import", import_views.runs_import, name="import"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel", views.run_cancel_view, name="cancel"),
     path("runs/<int:run_id>/resume", views.run_resume_view, name="resume"),

@@ -37,7 +37,7 @@ from webapp.projects.services import personal_project_ensure
 from webapp.runs.ingest.lost import run_reopen
 from webapp.runs.ingest.store import step_events_ingest
 from webapp.runs.launch.limits import limits_check_external
-from webapp.runs.models import EXTERNAL_PROGRAM, Program, Run, StepMetric, Task
+from webapp.runs.models import EXTERNAL_PROGRAM, Program, Run, StepMetric, Task, run_state_changed
 
 DEFAULT_MODULE = "completion"  # TRL's one module: the policy's completion of a prompt
 FINAL_STATES = (Run.State.SUCCEEDED.value, Run.State.FAILED.value)  # where its trainer may end it
@@ -72,6 +72,8 @@ def external_run_start(owner, *, client_id: str, task: str, name: str = "", conf
     """
     existing = _run_of_client(owner, client_id)
     if existing is not None:
+        if existing.origin in contract.IMPORT_ORIGINS:  # imported again: the source's newer reading wins
+            _imported_run_update(existing, name=name, config=config, notes=notes, total_steps=total_steps)
         return existing, False
     refused = limits_check_external(owner)
     if refused:
@@ -89,6 +91,28 @@ def external_run_start(owner, *, client_id: str, task: str, name: str = "", conf
             raise
         return existing, False
     return run, True
+
+
+def _imported_run_update(run: Run, *, name: str, config: dict | None, notes: str, total_steps: int) -> None:
+    fields = {"name": name, "config": dict(config or {}), "notes": notes, "total_steps": max(total_steps, run.total_steps)}
+    Run.objects.filter(pk=run.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(run, key, value)
+
+
+def imported_run_reopen(run: Run) -> bool:
+    """succeeded | failed -> running for a run imported from another trainer's files when a new step of
+    its source arrives (the source grew since the last import, or is being followed again). Such a run
+    is a copy of its source, not a training Cohort ran, so its end is the source's latest word; Cohort's
+    own runs never leave a final state. True if this call reopened it."""
+    if run.origin not in contract.IMPORT_ORIGINS or run.state not in FINAL_STATES:
+        return False
+    reopened = Run.objects.filter(pk=run.pk, state=run.state).update(
+        state=Run.State.RUNNING, finished_at=None, error="", heartbeat_at=timezone.now()) == 1
+    run.refresh_from_db()
+    if reopened:
+        transaction.on_commit(lambda: run_state_changed.send(sender=Run, run=run), robust=True)
+    return reopened
 
 
 def _run_of_client(owner, client_id: str) -> Run | None:
@@ -154,6 +178,8 @@ def external_steps_log(run: Run, steps: list[dict[str, Any]]) -> dict[str, list[
     events = [step_event(step, attempt=run.attempt) for step in fresh]  # the costly part: before the lock
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
+        if fresh:
+            imported_run_reopen(locked)
         if locked.state not in OPEN_STATES:  # it ended meanwhile: only steps another post stored are fine
             stored = _stored_steps(locked, numbers)
             _check_running(locked, [step for step in fresh if step["step"] not in stored])
@@ -171,7 +197,7 @@ def _stored_steps(run: Run, numbers: list[int]) -> set[int]:
 
 
 def _check_running(run: Run, fresh: list[dict[str, Any]]) -> None:
-    if fresh and run.state not in OPEN_STATES:
+    if fresh and run.state not in OPEN_STATES and run.origin not in contract.IMPORT_ORIGINS:
         numbers = ", ".join(str(step["step"]) for step in fresh[:10]) + (", ..." if len(fresh) > 10 else "")
         raise ExternalConflict(f"Run {run.pk} is {run.state}: it takes no new step (not stored: {numbers}). "
                                "A step it already stored is answered as skipped.")

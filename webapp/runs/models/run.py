@@ -72,7 +72,7 @@ class Run(models.Model):
     }
     ACTIVE_STATES = frozenset({State.QUEUED, State.RUNNING, State.CANCELLING})
     ORIGIN_COHORT = "cohort"
-    ORIGIN_LABELS = {"trl": "TRL", "sdk": "SDK"}  # how a known trainer's name is shown (a badge)
+    ORIGIN_LABELS = {"trl": "TRL", "sdk": "SDK", "wandb": "W&B", "tensorboard": "TensorBoard", "verl": "verl"}  # a known trainer's badge
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     # RESTRICT: a project with runs stays; deleting a user deletes their personal project and its runs together.

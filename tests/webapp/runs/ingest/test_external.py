@@ -300,3 +300,36 @@ def test_retention_reads_junk_in_a_clients_config_as_keep_all(owner):
     assert not Retention.of(run).active
     run.config = {"keep_rollouts_last_steps": 2}
     assert Retention.of(run).last_steps == 2
+
+
+# --- runs imported from another trainer's files (trainer/importers) --------------------------------------
+
+
+def test_an_imported_run_started_again_takes_the_sources_newer_config_and_name(owner):
+    run, created = external_run_start(owner, client_id="import-verl-1", task="gsm8k", name="old", origin="verl",
+                                      config={"lr": 1}, total_steps=3)
+    again, created_again = external_run_start(owner, client_id="import-verl-1", task="gsm8k", name="new",
+                                              origin="verl", config={"lr": 2}, total_steps=5)
+    assert created and not created_again and again.pk == run.pk
+    run.refresh_from_db()
+    assert (run.name, run.config, run.total_steps) == ("new", {"lr": 2}, 5)
+    sdk, _ = external_run_start(owner, client_id="sdk-1", task="gsm8k", name="mine", config={"lr": 1})
+    external_run_start(owner, client_id="sdk-1", task="gsm8k", name="other", config={"lr": 9})
+    sdk.refresh_from_db()
+    assert (sdk.name, sdk.config) == ("mine", {"lr": 1})  # an SDK run's first create is the one kept
+
+
+def test_a_new_step_reopens_a_finished_imported_run_but_never_another_origin(owner):
+    step = {"step": 1, "metrics": {"loss": 1.0}, "rollouts": []}
+    imported, _ = external_run_start(owner, client_id="import-wandb-1", task="gsm8k", origin="wandb")
+    external_steps_log(imported, [step])
+    external_run_finish(imported, state="succeeded")
+    result = external_steps_log(imported, [step, {**step, "step": 2}])
+    imported.refresh_from_db()
+    assert result == {"stored": [2], "skipped": [1]} and imported.state == "running" and imported.finished_at is None
+    external_run_finish(imported, state="succeeded")
+    sdk, _ = external_run_start(owner, client_id="sdk-2", task="gsm8k")
+    external_steps_log(sdk, [step])
+    external_run_finish(sdk, state="succeeded")
+    with pytest.raises(ExternalConflict):
+        external_steps_log(sdk, [{**step, "step": 2}])
