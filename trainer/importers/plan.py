@@ -9,6 +9,7 @@ import's record: `_import` = source path, format, importer version, and the sour
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from typing import Any
 
 from trainer.importers.records import IMPORTER_VERSION, ImportedRun, Skip
@@ -41,7 +42,7 @@ def fitted(run: ImportedRun) -> dict[str, Any]:
     if too_many:
         run.skipped.append(Skip(f"{too_many} steps", f"over {events.MAX_METRICS_PER_STEP} metrics: the first "
                                 f"{events.MAX_METRICS_PER_STEP} by name kept"))
-    record = {"source": str(run.source), "format": run.origin, "importer": IMPORTER_VERSION, "summary": run.summary}
+    record = {"source": str(run.source), "format": run.origin, "importer": importer_version(), "summary": run.summary}
     config = {**run.config, "_import": record}
     if _size(config) > events.MAX_CONFIG_BYTES:
         record["summary"] = {}
@@ -57,6 +58,15 @@ def fitted(run: ImportedRun) -> dict[str, Any]:
     last = max(run.steps, default=0)  # the source's steps are its whole run (a followed run's total is unknown: 0)
     return {"name": run.name[:events.MAX_NAME_CHARS], "config": config, "notes": notes,
             "total_steps": min(last, events.MAX_TOTAL_STEPS)}
+
+
+def importer_version() -> str:
+    """What read the run, recorded on it: Cohort's version and the readers' own (records.py)."""
+    try:
+        cohort = metadata.version("cohort")
+    except metadata.PackageNotFoundError:  # a source checkout that is not installed
+        cohort = "source"
+    return f"cohort {cohort}, readers {IMPORTER_VERSION}"
 
 
 def _size(value: Any) -> int:
