@@ -154,6 +154,10 @@ def _table_rollouts(run: ImportedRun, name: str, logged: list[tuple[int, dict[st
                       if (match := REWARD_METRIC.search(m))}
     for step, ref in logged:
         table_path = files / str(ref.get("path", ""))
+        if not table_path.is_file():  # a run file without its folder (uploaded alone): the table is not there
+            run.skipped.append(Skip(f"table {name!r} at step {step}", f"its file {ref.get('path')} is not beside the "
+                                    "run file: import the whole offline-run folder"))
+            continue
         try:
             table = json.loads(table_path.read_text(encoding="utf-8"))
             columns, data = list(table["columns"]), list(table["data"])
@@ -186,7 +190,8 @@ def _table_rollouts(run: ImportedRun, name: str, logged: list[tuple[int, dict[st
             total_rows += len(rows)
             groups += count
             steps.add(at)
-    run.tables.append(TableMapping(name, total_rows, len(steps), groups, "rollouts"))
+    run.tables.append(TableMapping(name, total_rows, len(steps), groups,
+                                   "rollouts" if steps else "left out: none of its files could be read"))
 
 
 def _number(value: Any) -> bool:

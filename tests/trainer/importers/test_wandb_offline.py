@@ -71,3 +71,12 @@ def test_a_file_that_is_not_a_wandb_run_is_refused(tmp_path):
     other.write_bytes(b"hello world, not W&B")
     with pytest.raises(BadSource, match="not a W&B run file"):
         read_runs(other)
+
+
+def test_a_run_file_without_its_folder_imports_its_scalars_and_says_where_the_tables_went(wandb_file, tmp_path):
+    alone = tmp_path / wandb_file.name
+    alone.write_bytes(wandb_file.read_bytes())
+    (run,) = read_runs(alone)
+    assert len(run.steps) == 20 and not any(step["rollouts"] for step in run.steps.values())
+    assert sum("table 'completions'" in skip.what for skip in run.skipped) == 4
+    assert "import the whole offline-run folder" in run.skipped[0].reason
