@@ -21,7 +21,8 @@ COPY trainer ./trainer
 COPY workers ./workers
 COPY cohort ./cohort
 # The docs extra (MkDocs, Material, mkdocstrings) whatever EXTRAS names: the manual is built below.
-RUN pip install ".[${EXTRAS},docs]"
+# The import extra (wandb, tbparse, TensorBoard) too: the runs page's upload form reads those files.
+RUN pip install ".[${EXTRAS},docs,import]"
 COPY examples ./examples
 RUN if [ -n "$PLUGINS" ]; then pip install $PLUGINS; fi
 COPY manage.py ./

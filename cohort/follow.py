@@ -94,7 +94,14 @@ def follow_main(path: str, *, url: str | None, token: str | None, task: str, pro
     stop = {"now": False}
 
     def told(signum, frame):
+        if stop["now"]:  # told twice: leave now; what is not sent yet, a new `cohort follow` sends
+            print(f"cohort follow: stopped with {sender.pending} complete steps not sent; a new cohort follow "
+                  "sends them", file=sys.stderr, flush=True)
+            raise SystemExit(1)
         stop["now"] = True
+        if sender.warned:
+            print("cohort follow: the server does not answer: sending what is left when it does; Ctrl-C again to "
+                  "leave now", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, told)
     signal.signal(signal.SIGINT, told)
@@ -104,7 +111,11 @@ def follow_main(path: str, *, url: str | None, token: str | None, task: str, pro
         if followed.read():
             last_news = time.monotonic()
         ending = stop["now"] or time.monotonic() - last_news >= quiet
-        sender.send(followed, everything=ending)
+        try:
+            sender.send(followed, everything=ending)
+        except CohortAPIError as refused:  # a token, a project or a run the server refuses: asking again won't help
+            print(f"cohort follow: {refused}", file=sys.stderr, flush=True)
+            return 1
         if ending and sender.pending == 0:
             sender.finish(followed)
             print(f"cohort follow: {sender.sent:,} steps sent; {'stopped' if stop['now'] else f'quiet for {quiet:g} s'}: "

@@ -186,7 +186,9 @@ def render() -> str:
     out += argparse_section(
         "cohort",
         "The command `pip install` makes with the SDK (also `python -m cohort`; `cohort/__main__.py`): "
-        "`cohort sync` uploads run folders written offline, or not fully uploaded.",
+        "`cohort sync` uploads run folders written offline, or not fully uploaded; `cohort import` uploads "
+        "W&B offline runs, TensorBoard logs and verl's files (`cohort/imports.py`); `cohort follow` watches a "
+        "verl or TensorBoard run being written (`cohort/follow.py`).",
         cohort_main)
     out += argparse_section(
         "python -m webapp.stack",

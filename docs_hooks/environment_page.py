@@ -82,6 +82,9 @@ SECTIONS: list[tuple[str, str, list[Setting]]] = [
         Setting(("COHORT_EXTERNAL_STALE_AFTER",), "`3600`",
                 "seconds without a post after which a run trained elsewhere is marked lost (its next post "
                 "reopens it)"),
+        Setting(("COHORT_IMPORT_MAX_UPLOAD_MB",), "`200`",
+                "the most megabytes one upload of the runs page's *Import runs* form takes, unpacked (a "
+                "larger run goes in with `cohort import`)"),
         Setting(("COHORT_HEARTBEAT_TIMEOUT_S",), "`60`",
                 "seconds without a heartbeat from a run's supervisor after which the run is marked "
                 "interrupted (resumable); half of it is a *stalled* alert's default wait"),

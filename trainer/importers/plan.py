@@ -21,7 +21,10 @@ def fitted(run: ImportedRun) -> dict[str, Any]:
     name, config (with `_import`), notes (the text summaries), total_steps."""
     too_many = 0
     long_names: set[str] = set()
+    cut_rewards: set[int] = set()
     for number, step in run.steps.items():
+        if any("\x00" in name for name in step["metrics"]):
+            step["metrics"] = {_clean(name): value for name, value in step["metrics"].items()}
         metrics = step["metrics"]
         for name in [n for n in metrics if len(n) > events.MAX_METRIC_KEY or not n]:
             long_names.add(name)
@@ -35,14 +38,29 @@ def fitted(run: ImportedRun) -> dict[str, Any]:
             step["rollouts"] = step["rollouts"][:events.MAX_ROLLOUTS_PER_STEP]
         for rollout in step["rollouts"]:
             for key in ("prompt", "completion"):
-                if isinstance(rollout[key], str) and len(rollout[key]) > events.MAX_TEXT:
-                    rollout[key] = rollout[key][:events.MAX_TEXT]
+                rollout[key] = _text(rollout[key])
+            rewards = {_clean(name)[:events.MAX_REWARD_NAME]: value for name, value in rollout["rewards"].items() if name}
+            if len(rewards) > events.MAX_REWARDS_PER_ROLLOUT:
+                cut_rewards.add(number)
+                rewards = dict(list(rewards.items())[:events.MAX_REWARDS_PER_ROLLOUT])
+            rollout["rewards"] = rewards
+        names = {name for rollout in step["rollouts"] for name in rollout["rewards"]}
+        if len(names) > events.MAX_REWARD_NAMES_PER_STEP:
+            kept = set(sorted(names)[:events.MAX_REWARD_NAMES_PER_STEP])
+            cut_rewards.add(number)
+            for rollout in step["rollouts"]:
+                rollout["rewards"] = {k: v for k, v in rollout["rewards"].items() if k in kept}
     for name in sorted(long_names):
         run.skipped.append(Skip(name[:80], f"a metric name is 1-{events.MAX_METRIC_KEY} characters"))
+    if cut_rewards:
+        run.skipped.append(Skip(f"{len(cut_rewards)} steps' rewards", f"over {events.MAX_REWARDS_PER_ROLLOUT} reward "
+                                f"names a rollout or {events.MAX_REWARD_NAMES_PER_STEP} a step: the first by name kept"))
     if too_many:
         run.skipped.append(Skip(f"{too_many} steps", f"over {events.MAX_METRICS_PER_STEP} metrics: the first "
                                 f"{events.MAX_METRICS_PER_STEP} by name kept"))
     record = {"source": str(run.source), "format": run.origin, "importer": importer_version(), "summary": run.summary}
+    run.config = _clean_json(run.config)
+    record["summary"] = _clean_json(record["summary"])
     config = {**run.config, "_import": record}
     if _size(config) > events.MAX_CONFIG_BYTES:
         record["summary"] = {}
@@ -51,13 +69,41 @@ def fitted(run: ImportedRun) -> dict[str, Any]:
     if _size(config) > events.MAX_CONFIG_BYTES:
         config = {"_import": record}
         run.skipped.append(Skip("config", f"over {events.MAX_CONFIG_BYTES // 1024} KiB as JSON: left out"))
-    notes = "\n".join(f"[{t['tag']} @ step {t['step']}] {t['text']}" for t in run.texts)
+    notes = _clean("\n".join(f"[{t['tag']} @ step {t['step']}] {t['text']}" for t in run.texts))
     if len(notes) > events.MAX_NOTES_CHARS:
         run.skipped.append(Skip("text summaries", f"{len(notes):,} characters; notes hold {events.MAX_NOTES_CHARS:,}: cut"))
         notes = notes[:events.MAX_NOTES_CHARS]
     last = max(run.steps, default=0)  # the source's steps are its whole run (a followed run's total is unknown: 0)
-    return {"name": run.name[:events.MAX_NAME_CHARS], "config": config, "notes": notes,
+    return {"name": _clean(run.name)[:events.MAX_NAME_CHARS], "config": config, "notes": notes,
             "total_steps": min(last, events.MAX_TOTAL_STEPS)}
+
+
+def _clean(text: str) -> str:
+    """No database stores a NUL: it becomes U+FFFD, as the logging API stores a config's."""
+    return text.replace("\x00", "\ufffd")
+
+
+def _clean_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, dict):
+        return {_clean(str(k)): _clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    return value
+
+
+def _text(value: Any) -> Any:
+    """A prompt or completion within the contract: NUL replaced, cut at MAX_TEXT characters."""
+    if isinstance(value, str):
+        return _clean(value)[:events.MAX_TEXT]
+    room = events.MAX_TEXT
+    messages = []
+    for message in value:
+        content = _clean(message["content"])[:max(0, room - len(message["role"]))]
+        room -= len(message["role"]) + len(content)
+        messages.append({"role": _clean(message["role"]), "content": content})
+    return messages
 
 
 def importer_version() -> str:

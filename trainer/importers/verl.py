@@ -56,6 +56,7 @@ class VerlSource:
     log: Path | None
     dumps: Path | None
     offset: int = 0  # bytes of the log read
+    head: bytes = b""  # its first line when read from the start: a log written anew has another
     line: int = 0  # lines of the log read
     taken: set[int] = field(default_factory=set)  # dump steps read
     sizes: dict[int, int] = field(default_factory=dict)  # a dump's size at the last look
@@ -72,10 +73,17 @@ class VerlSource:
         touched: set[int] = set()
         try:
             with self.log.open("rb") as handle:
+                head = handle.readline()
+                if self.offset and (handle.seek(0, 2) < self.offset or head != self.head):
+                    # verl opens its log with "wb" at every start: a resumed trainer wrote it anew, so it is
+                    # read from its start again (the server skips the steps it already has)
+                    self.offset = self.line = 0
                 handle.seek(self.offset)
                 data = handle.read()
         except FileNotFoundError:
             return touched
+        if self.offset == 0:
+            self.head = data[:data.find(b"\n") + 1] if b"\n" in data else b""
         end = data.rfind(b"\n") + 1  # a line still being written waits for its newline
         for raw in data[:end].splitlines():
             self.line += 1

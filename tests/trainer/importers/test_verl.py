@@ -56,3 +56,15 @@ def test_following_takes_complete_lines_and_whole_dumps_only(tmp_path):
     assert source.read(run, Problems(False), whole=False) == set() and 2 not in run.steps
     log.write_bytes(verl_log_line(1) + line)
     assert source.read(run, Problems(False), whole=False) == {2}
+
+
+def test_a_log_written_anew_by_a_resumed_trainer_is_read_from_its_start(tmp_path):
+    root = tmp_path / "verl"
+    root.mkdir()
+    log = root / "grpo-gsm8k.jsonl"
+    log.write_bytes(b"".join(verl_log_line(s) for s in (1, 2, 3)))
+    source, run = verl_source(root), ImportedRun(origin="verl", source=root, key="k")
+    assert source.read(run, Problems(False), whole=False) == {1, 2, 3}
+    # verl resumed from step 2 opens its log with "wb": the file starts again, and soon is longer than before
+    log.write_bytes(b"".join(verl_log_line(s) for s in (3, 4, 5, 6)))
+    assert source.read(run, Problems(False), whole=False) == {3, 4, 5, 6}

@@ -72,3 +72,16 @@ def test_an_upload_over_the_limit_gets_a_clear_message(logged_in, settings, tmp_
                                                      "task": "t"})
     assert answer.status_code in (400, 413) and "the limit is 0 MB" in answer.content.decode()
     assert Run.objects.count() == 0
+
+
+def test_a_zipped_tensorboard_folder_is_one_run_named_after_it_and_uploading_it_again_stores_nothing_twice(
+        logged_in, tmp_path):
+    from tests.trainer.importers.writers import write_tensorboard_log
+
+    logdir = write_tensorboard_log(tmp_path / "seed-1", steps=6)
+    for _ in range(2):
+        answer = logged_in.post(reverse("runs:import"), {"files": zipped(logdir, tmp_path), "task": "t"})
+        assert answer.status_code == 302
+    run = Run.objects.get()
+    assert run.name == "seed-1" and "train/reward" in StepMetric.objects.get(run=run, step=3).metrics
+    assert StepMetric.objects.filter(run=run).count() == 6

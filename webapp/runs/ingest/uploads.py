@@ -46,15 +46,22 @@ def upload_import(owner, files: list, *, project, task: str, tags: list[str], sk
     folder = Path(tempfile.mkdtemp(prefix="cohort-upload-"))
     try:
         _unpack(files, folder, limit)
+        entries = list(folder.iterdir())
+        root = entries[0] if len(entries) == 1 and entries[0].is_dir() else folder  # a zip of one folder: that folder
         try:
-            runs = read_runs(folder, skip_bad=skip_bad)
+            runs = read_runs(root, skip_bad=skip_bad)
         except BadSource as exc:
             raise UploadRefused(f"{_shown(exc, folder)} Nothing was imported; tick \"Skip bad records\" to import "
                                 "what is sound.") from None
         except (ValueError, ImportError) as exc:
             raise UploadRefused(_shown(exc, folder)) from None
         stored, skipped = [], []
+        uploaded = ",".join(sorted(PurePosixPath(f.name).name for f in files))
         for run in runs:
+            if run.origin != "wandb":  # a W&B run is known by its id; another source by what was uploaded
+                run.key = f"upload:{owner.pk}:{uploaded}:{_relative(run.source, folder)}"
+            if run.source == folder:
+                run.name = PurePosixPath(files[0].name).stem
             fields = fitted(run)
             run.config["_import"] = {**fields["config"]["_import"], "source": f"upload: {_relative(run.source, folder)}"}
             fields["config"]["_import"] = run.config["_import"]
@@ -102,7 +109,7 @@ def _unpack(files: list, folder: Path, limit: int) -> None:
 
 def _relative(path: Path, folder: Path) -> str:
     try:
-        return str(Path(path).relative_to(folder)) or Path(path).name
+        return Path(path).relative_to(folder).as_posix() if Path(path) != folder else "."
     except ValueError:
         return str(path)
 
