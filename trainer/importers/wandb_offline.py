@@ -44,6 +44,9 @@ def read_wandb_run(path: Path, problems: Problems) -> ImportedRun:
     axes: dict[str, str] = {}  # metric -> its step metric
     globs: list[tuple[str, str]] = []
     last_axis: dict[str, int] = {}
+    fractional: set[str] = set()  # step axes with values that are not whole numbers (an epoch)
+    # the numbers on a step axis, placed once the whole file is read: (metric, axis step, the row's _step, value)
+    placed: dict[str, list[tuple[str, int, int, Any]]] = {}
     summary: dict[str, Any] = {}
     media: dict[str, str] = {}
     tables: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -69,19 +72,24 @@ def read_wandb_run(path: Path, problems: Problems) -> ImportedRun:
             on_axes = set(axes.values()) | {a for _, a in globs}
             for key, value in row.items():
                 if key in on_axes and _number(value):  # a step axis itself: at its own value
-                    _keep(run, key, value, int(value), media, tables, problems, path)
+                    if not _whole(value):
+                        fractional.add(key)
+                    placed.setdefault(key, []).append((key, int(value), step, value))
                     continue
                 axis = axes.get(key) or next((a for g, a in globs if fnmatch.fnmatchcase(key, g) and a != key), None)
                 if axis and _number(row.get(axis)):
                     last_axis[axis] = int(row[axis])
-                at = last_axis.get(axis, step) if axis else step
-                _keep(run, key, value, at, media, tables, problems, path)
+                if axis in last_axis and _number(value):
+                    placed.setdefault(axis, []).append((key, last_axis[axis], step, value))
+                else:
+                    _keep(run, key, value, last_axis.get(axis, step) if axis else step, media, tables, problems, path)
         elif kind == "summary":
             for key, value in _items(record.summary.update).items():
                 if key not in BOOKKEEPING:
                     summary[key] = value
         elif kind == "exit":
             exit_code = record.exit.exit_code
+    _place_on_axes(run, fractional, placed, problems, path)
     run.summary = {k: v for k, v in summary.items() if isinstance(v, int | float | str) and not isinstance(v, bool)}
     run.skipped.extend(Skip(name, reason) for name, reason in media.items())
     for name, logged in tables.items():
@@ -92,6 +100,18 @@ def read_wandb_run(path: Path, problems: Problems) -> ImportedRun:
         run.ended = "succeeded" if exit_code == 0 else "failed"
         run.error = "" if exit_code == 0 else f"The W&B run exited with code {exit_code}."
     return run
+
+
+def _place_on_axes(run: ImportedRun, fractional: set[str], placed: dict[str, list[tuple[str, int, int, Any]]],
+                   problems: Problems, path: Path) -> None:
+    """Each number logged on a step axis at that axis's step; on an axis that is not whole numbers (an
+    epoch: no Cohort step), at W&B's own _step instead, which is known only once the file is read."""
+    for axis, entries in placed.items():
+        whole = axis not in fractional
+        if not whole:
+            run.skipped.append(Skip(f"step axis {axis}", "not whole numbers: the metrics on it are at W&B's own _step"))
+        for key, at, row_step, value in entries:
+            _keep(run, key, value, at if whole else row_step, {}, {}, problems, path)
 
 
 def _config_update(config: dict[str, Any], items) -> None:
@@ -196,6 +216,10 @@ def _table_rollouts(run: ImportedRun, name: str, logged: list[tuple[int, dict[st
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: Any) -> bool:
+    return _number(value) and float(value).is_integer()
 
 
 def _int(value: Any, default: int) -> int:

@@ -80,3 +80,17 @@ def test_a_run_file_without_its_folder_imports_its_scalars_and_says_where_the_ta
     assert len(run.steps) == 20 and not any(step["rollouts"] for step in run.steps.values())
     assert sum("table 'completions'" in skip.what for skip in run.skipped) == 4
     assert "import the whole offline-run folder" in run.skipped[0].reason
+
+
+def test_a_fractional_step_axis_leaves_its_metrics_at_wandbs_own_step(tmp_path):
+    from tests.trainer.importers.writers import run_wandb
+
+    run_wandb(tmp_path, """
+run.define_metric("epoch")
+run.define_metric("val/*", step_metric="epoch")
+for i in range(4):
+    run.log({"val/acc": i / 4, "epoch": i / 2})
+""")
+    (run,) = read_runs(tmp_path / "wandb")
+    assert sorted(s for s, step in run.steps.items() if "val/acc" in step["metrics"]) == [0, 1, 2, 3]
+    assert any(skip.what == "step axis epoch" for skip in run.skipped)

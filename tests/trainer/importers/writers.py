@@ -44,6 +44,14 @@ def write_wandb_run(root: Path, steps: int = 20) -> Path:
     return file
 
 
+def run_wandb(root: Path, body: str) -> None:
+    """`body` run with `run`, a W&B offline run under `root`, in its own process."""
+    env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DISABLE_GIT="true")
+    script = ("import sys, wandb\nrun = wandb.init(project='p', mode='offline', dir=sys.argv[1])\n"
+              + body + "\nrun.finish()\n")
+    subprocess.run([sys.executable, "-c", script, str(root)], check=True, env=env, capture_output=True, timeout=300)
+
+
 def write_tensorboard_log(root: Path, steps: int = 10) -> Path:
     from torch.utils.tensorboard import SummaryWriter
 
