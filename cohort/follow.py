@@ -4,7 +4,8 @@ writes TensorBoard event files, watched live in Cohort without a line changed in
 Every `poll` seconds the source is read from where the last read stopped (trainer/importers), and each
 step that can no longer change is sent through the logging API, as the SDK sends its own:
 - verl: a step is complete once its file-log line is written and, when there is a dump folder, its
-  `<step>.jsonl` dump is whole (or a later step's dump exists: that step had none);
+  `<step>.jsonl` dump is whole (or a later step's dump exists: that step had none); before a dump
+  folder is seen (verl writes dumps from a thread of its own), once a later step is logged;
 - TensorBoard: a step is complete once a later step has been written (as the SDK seals a step).
 When the source has been quiet for `quiet` seconds, or on Ctrl-C or SIGTERM, the rest is sent and the
 run finished as succeeded.
@@ -67,7 +68,9 @@ class Followed:
             return steps[:-1]  # TensorBoard: a later step seals the ones before it
         logged = [s for s in steps if self.run.steps[s]["metrics"]]
         if self.verl.dumps is None:
-            return logged
+            # No dump folder seen yet (none, or verl's dump thread has not written its first file): a step is
+            # complete once a later one is logged, which gives a first dump a step's time to appear.
+            return logged[:-1]
         newest_dump = max(self.verl.taken, default=-1)
         return [s for s in logged if s in self.verl.taken or s < newest_dump]
 
