@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db
 PUBLIC = {"healthz", "login", "logout", "manual:index", "manual:page"}  # the manual: tests/webapp/manual
 # Each signed-in user has their own (lists, settings, forms); no other user's object is named.
 PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "api:runs", "scheduling:queue",
-            "runs:list", "runs:list_under_runs", "runs:new", "prefs:preference", "api:schema", "api:docs",
+            "runs:list", "runs:list_under_runs", "runs:new", "runs:import", "prefs:preference", "api:schema", "api:docs",
             "api:external_runs", "projects:list", "sharing:list", "studies", "api:sweeps"}
 # A run's pages that a share link opens (webapp/runs/access.py `link_readable`).
 RUN_READ = {"runs:detail", "runs:metrics", "runs:heatmap", "runs:step", "runs:trajectories", "runs:group",
