@@ -30,7 +30,6 @@ from cohort.sdk.upload import Uploader, batches, retrying
 from trainer.importers import BadSource, ImportedRun, MetricMapping, fitted, import_plan, read_runs
 
 ATTEMPTS = 6
-DEFAULT_TASK = "imported"
 
 
 def checked_steps(run: ImportedRun) -> list[dict[str, Any]]:

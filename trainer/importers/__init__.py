@@ -54,6 +54,14 @@ def read_runs(path: Path, *, kind: str | None = None, skip_bad: bool = False,
     kind = kind or detect_format(path)
     if kind not in FORMATS:
         raise ValueError(f"unknown format {kind!r}: one of {', '.join(FORMATS)}")
+    try:
+        return _read_runs(path, kind, skip_bad=skip_bad, rollouts=rollouts)
+    except ImportError as missing:  # the format's own reader is not installed
+        raise ValueError(f"reading {kind} files needs the import extra: pip install 'cohort[import]' "
+                         f"({missing})") from None
+
+
+def _read_runs(path: Path, kind: str, *, skip_bad: bool, rollouts: Path | None) -> list[ImportedRun]:
     runs = []
     if kind == "wandb":
         for file in wandb_run_files(path):

@@ -13,6 +13,7 @@ from trainer.run import events
 from webapp.projects.selectors import launchable_projects, personal_project
 from webapp.runs.ingest.external import ExternalConflict, ExternalLimit
 from webapp.runs.ingest.uploads import UploadRefused, max_upload_bytes, upload_import
+from webapp.runs.launch.check import LaunchRefused, tags_checked
 
 
 class MultipleFiles(forms.ClearableFileInput):
@@ -32,7 +33,7 @@ class ImportForm(forms.Form):
         "A W&B run file (run-*.wandb), a TensorBoard event file, verl's file log (.jsonl), or a .zip of a "
         "folder of them (a W&B offline-run folder with its tables, a TensorBoard log folder, a verl run folder "
         "with its rollout dumps)."))
-    task = forms.RegexField(regex=events.SLUG_PATTERN, max_length=events.MAX_TASK, initial="imported", help_text=(
+    task = forms.RegexField(regex=rf"^{events.SLUG_PATTERN}$", max_length=events.MAX_TASK, initial="imported", help_text=(
         "The Cohort task the runs belong to: runs of one task sit side by side on the compare page."))
     project = forms.ModelChoiceField(queryset=None, required=False, empty_label="my personal project")
     tags = forms.CharField(required=False, help_text="Comma-separated.")
@@ -44,10 +45,10 @@ class ImportForm(forms.Form):
         self.fields["project"].queryset = launchable_projects(user)
 
     def clean_tags(self):
-        tags = [t.strip().lower() for t in self.cleaned_data["tags"].split(",") if t.strip()]
-        if len(tags) > events.MAX_TAGS:
-            raise forms.ValidationError(f"At most {events.MAX_TAGS} tags.")
-        return tags
+        try:  # the launch check's rule for a run's tags, as every door applies it
+            return tags_checked([t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()])
+        except LaunchRefused as refused:
+            raise forms.ValidationError(refused.errors["tags"]) from None
 
 
 @require_http_methods(["GET", "POST"])

@@ -94,3 +94,11 @@ for i in range(4):
     (run,) = read_runs(tmp_path / "wandb")
     assert sorted(s for s, step in run.steps.items() if "val/acc" in step["metrics"]) == [0, 1, 2, 3]
     assert any(skip.what == "step axis epoch" for skip in run.skipped)
+
+
+def test_without_the_import_extra_the_error_says_what_to_install(wandb_file, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb.proto", None)  # as if wandb were not installed
+    with pytest.raises(ValueError, match=r"needs the import extra: pip install 'cohort\[import\]'"):
+        read_runs(wandb_file)

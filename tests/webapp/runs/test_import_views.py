@@ -85,3 +85,16 @@ def test_a_zipped_tensorboard_folder_is_one_run_named_after_it_and_uploading_it_
     run = Run.objects.get()
     assert run.name == "seed-1" and "train/reward" in StepMetric.objects.get(run=run, step=3).metrics
     assert StepMetric.objects.filter(run=run).count() == 6
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("task", "bad name!", "Enter a valid value"),
+    ("tags", "ok, not ok!", "Tags are letters, digits"),
+    ("tags", "x" * 60, "at most"),
+])
+def test_a_bad_task_or_tag_is_refused_beside_its_field(logged_in, tmp_path, field, value, words):
+    log = write_verl_run(tmp_path / "verl", steps=2) / "grpo-gsm8k.jsonl"
+    data = {"files": SimpleUploadedFile(log.name, log.read_bytes()), "task": "gsm8k", field: value}
+    answer = logged_in.post(reverse("runs:import"), data)
+    assert answer.status_code == 400 and words in answer.content.decode() and f'id="{field}-errors"' in answer.content.decode()
+    assert Run.objects.count() == 0

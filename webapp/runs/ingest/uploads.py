@@ -53,7 +53,7 @@ def upload_import(owner, files: list, *, project, task: str, tags: list[str], sk
         except BadSource as exc:
             raise UploadRefused(f"{_shown(exc, folder)} Nothing was imported; tick \"Skip bad records\" to import "
                                 "what is sound.") from None
-        except (ValueError, ImportError) as exc:
+        except (ValueError, OSError) as exc:  # not a format found, the reader's extra missing, an unreadable file
             raise UploadRefused(_shown(exc, folder)) from None
         stored, skipped = [], []
         uploaded = ",".join(sorted(PurePosixPath(f.name).name for f in files))
