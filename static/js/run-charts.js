@@ -37,7 +37,7 @@
     ["grad_norm", "Gradient norm (before clipping)", "optimization"],
     ["lr", "Learning rate", "optimization"],
     ["mismatch", "Sampler / trainer mismatch (per token: |log-prob difference|, KL)", "optimization"],
-    ["is_weight", "Importance-sampling weight (mean, share truncated at the cap)", "optimization"],
+    ["is_weight", "Importance-sampling weight (mean, largest, effective sample share, share truncated at the cap)", "optimization"],
     ["optimizer_steps", "Optimizer steps per training step (micro-batch accumulation, PPO epochs)", "optimization"],
     ["completion_tokens", "Completion tokens per step", "sampling"],
     ["truncated", "Truncated completions", "sampling"],
@@ -45,6 +45,10 @@
     ["error_rate", "Rollouts that raised (share)", "sampling"],
     ["tokens_per_s", "Training throughput (tokens/s)", "sampling"],
     ["time", "Step time (s)", "sampling"],
+    ["pipeline/wait", "Share of the step each side waited: the trainer for its batch, the sampler for the update", "pipeline"],
+    ["pipeline/staleness", "Staleness of the trained batch (policy versions behind the trainer)", "pipeline"],
+    ["pipeline/queue", "Sampled batches waiting to train, and stale batches dropped", "pipeline"],
+    ["pipeline/adapter_sync_s", "Handing the adapter to the sampler (s)", "pipeline"],
     ["system/memory", "GPU memory (GiB): allocated, reserved, peak in the step", "system"],
     ["system/gpu_util", "GPU utilisation (%)", "system"],
     ["system/gpu_power_w", "GPU power (W)", "system"],
@@ -52,6 +56,11 @@
     ["system/time", "Sampling vs update time per step (s)", "system"],
     ["system/ranks", "Sampling and update time per process (s): the slowest holds up the step", "system"],
   ];
+  // pipeline/<key> -> [family, series] (trainer/run/pipeline.py names the keys).
+  const PIPELINE_SERIES = {
+    trainer_wait_share: ["pipeline/wait", "trainer"], sampler_wait_share: ["pipeline/wait", "sampler"],
+    queue_depth: ["pipeline/queue", "waiting"], dropped_stale: ["pipeline/queue", "dropped (stale)"],
+  };
   const SYSTEM_FAMILY = { gpu_mem_allocated_gb: "system/memory", gpu_mem_reserved_gb: "system/memory",
                           gpu_mem_peak_gb: "system/memory", sample_s: "system/time", update_s: "system/time" };
 
@@ -73,6 +82,12 @@
       const rank = /^rank(\d+)\/(sample|update)_s$/.exec(name); // a many-process run (num_processes)
       if (rank) return ["system/ranks", `rank ${rank[1]} ${rank[2] === "sample" ? "sampling" : "update"}`];
       return [SYSTEM_FAMILY[name] || key, name];
+    }
+    if (key.startsWith("pipeline/")) {
+      const name = key.slice("pipeline/".length);
+      if (PIPELINE_SERIES[name]) return PIPELINE_SERIES[name];
+      const slash = name.indexOf("/"); // pipeline/staleness/mean
+      return slash < 0 ? [key, name] : [`pipeline/${name.slice(0, slash)}`, name.slice(slash + 1)];
     }
     if (key.startsWith("eval/")) {
       const rest = key.slice("eval/reward/".length);

@@ -24,6 +24,7 @@ SECTION_OF = {  # chart id -> the section it belongs in
     "chart-grad_norm": "optimization", "chart-lr": "optimization",
     "chart-completion_tokens": "sampling", "chart-truncated": "sampling",
     "chart-my_metric": "other", "chart-system-rss_gb": "system",
+    "chart-pipeline-wait": "pipeline", "chart-pipeline-staleness": "pipeline",
 }
 FLAT = {"chart-kl": "optimization", "chart-clip_fraction": "optimization", "chart-truncated": "sampling"}
 
@@ -35,6 +36,8 @@ def step_event(step, *, kl=0.0):
         "parse_ok/answer": 0.9, "group_var/answer": 0.05 + 0.01 * wobble, "zero_var_share": 0.25 + 0.1 * wobble,
         "loss": 0.02 * wobble, "kl": kl, "clip_fraction": 0.0, "grad_norm": 1.0 + 0.3 * wobble, "lr": 1e-5,
         "completion_tokens": 800 + 5 * step, "truncated": 0, "my_metric": step, "system/rss_gb": 2.0 + step / 100,
+        "pipeline/trainer_wait_share": 0.6 + 0.1 * wobble, "pipeline/sampler_wait_share": 0.4 - 0.1 * wobble,
+        "pipeline/staleness/mean": step % 2, "pipeline/staleness/max": 1,
     }
     if step % 4 == 0:
         metrics["eval/reward/mean"] = 0.4 + step / 50
@@ -68,7 +71,10 @@ def test_sections_fold_pin_and_flat_charts(page, screenshot, asgi_server, make_u
         page.wait_for_function(f"() => document.getElementById('{chart_id}')?.closest('.chart-section')?.id === '{expected}'")
     order = page.eval_on_selector_all(".chart-section:not([hidden])", "els => els.map((e) => e.id)")
     assert order == ["section-learning", "section-groups", "section-optimization", "section-sampling",
-                     "section-other", "section-system"]
+                     "section-pipeline", "section-other", "section-system"]
+    # Both sides' waits are one chart, one trace each.
+    assert page.evaluate("document.getElementById('chart-pipeline-wait').data.map((t) => t.name).sort()") == [
+        "sampler", "trainer"]
     assert page.is_hidden("#section-pinned")
 
     # Charts that are 0 on every step: small, in their section's strip, with the note; the others in full.

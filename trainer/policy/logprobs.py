@@ -235,17 +235,30 @@ def mismatch_stats(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Ten
     """How far the sampler's policy is from the trainer's on the sampled tokens, summed over the
     mask (divide by `tokens`): |log pi_sampler - log pi_trainer|, the k3 estimate of
     KL(sampler || trainer) = E_sampler[r - log r - 1] with r = pi_trainer / pi_sampler (>= 0, 0 when
-    they agree), the mean IS weight and how many tokens the cap truncated."""
+    they agree), the mean IS weight, the sum of its squares (for the effective sample size), its
+    largest value (`is_weight_max`: a maximum, not a sum) and how many tokens the cap truncated."""
     keep = mask.bool()
     delta = torch.where(keep, trainer_logprobs - sampler_logprobs, torch.zeros_like(trainer_logprobs))  # log r
     ratio = torch.exp(delta)
+    weight = ratio.clamp(max=cap) * keep
     return {
         "abs_logprob_diff": (delta.abs() * keep).sum(),
         "kl": ((torch.expm1(delta) - delta).clamp(min=0.0) * keep).sum(),  # r - log r - 1, no cancellation
-        "is_weight": (ratio.clamp(max=cap) * keep).sum(),
+        "is_weight": weight.sum(),
+        "is_weight_sq": (weight * weight).sum(),
+        "is_weight_max": weight.max() if weight.numel() else weight.sum(),
         "is_capped": ((ratio > cap) & keep).sum(),
         "tokens": keep.sum(),
     }
+
+
+def effective_sample_share(weight_sum: float, weight_square_sum: float, count: float) -> float:
+    """Kish's effective sample size of importance weights, as a share of the tokens:
+    ESS / n = (sum w)^2 / (n * sum w^2), 1 when every weight is equal, 1/n when one token carries
+    all the weight. Worked example: weights (1, 1) -> 1; (2, 0) -> 4 / (2 * 4) = 0.5."""
+    if count <= 0 or weight_square_sum <= 0:
+        return float("nan")
+    return weight_sum * weight_sum / (count * weight_square_sum)
 
 
 class MismatchTotals:
@@ -257,8 +270,13 @@ class MismatchTotals:
         self.corrected = False
 
     def add(self, trainer_logprobs: Tensor, mb: PolicyBatch, *, corrected: bool, cap: float) -> None:
-        for k, v in mismatch_stats(trainer_logprobs.detach(), mb.sampler_logprobs, mb.completion_mask, cap=cap).items():
-            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+        stats = mismatch_stats(trainer_logprobs.detach(), mb.sampler_logprobs, mb.completion_mask, cap=cap)
+        self.merge({k: float(v) for k, v in stats.items()}, corrected=corrected)
+
+    def merge(self, sums: dict[str, float], *, corrected: bool) -> None:
+        """Adds another micro-batch's (or rank's) totals: sums add up, the largest weight is the larger."""
+        for k, v in sums.items():
+            self.sums[k] = max(self.sums.get(k, 0.0), v) if k == "is_weight_max" else self.sums.get(k, 0.0) + v
         self.corrected = self.corrected or corrected
 
     def stats(self) -> dict[str, float]:
@@ -269,5 +287,8 @@ class MismatchTotals:
                "mismatch/kl": self.sums["kl"] / tokens}
         if self.corrected:
             out.update({"is_weight/mean": self.sums["is_weight"] / tokens,
+                        "is_weight/max": self.sums["is_weight_max"],
+                        "is_weight/ess_share": effective_sample_share(self.sums["is_weight"], self.sums["is_weight_sq"],
+                                                                      tokens),
                         "is_weight/capped_share": self.sums["is_capped"] / tokens})
         return out

@@ -224,9 +224,7 @@ class PolicyUpdater(PolicyPersistence):
         if self.ranks.distributed:
             merged = MismatchTotals()
             for sums, corrected in distributed.gather_values((mismatch.sums, mismatch.corrected), self.ranks):
-                for k, v in sums.items():
-                    merged.sums[k] = merged.sums.get(k, 0.0) + v
-                merged.corrected = merged.corrected or corrected
+                merged.merge(sums, corrected=corrected)
             mismatch = merged
         return mismatch.stats()
 

@@ -28,6 +28,7 @@ from trainer.rollouts.sampling import fork_on_first
 from trainer.rollouts.trajectory import Trajectory, jsonable
 from trainer.run.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.run.compose import RunParts, build_run
+from trainer.run.pipeline import StepTimes, sync_pipeline_metrics
 from trainer.run.reporting import Reporter
 from trainer.run.rollouts import StepSampler
 from trainer.run.setup import visible_gpus
@@ -93,8 +94,11 @@ class Trainer:
             sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
         updated = any(g.members for g in groups)
         update_stats = self.parts.updater.update(batch) if updated else {}
+        adapter_sync_s = 0.0  # a sampler that shares the trained weights (hf) needs no hand-over
         if self.config.backend == "vllm" and batch:
+            adapter_started = time.perf_counter()
             self._publish_adapter()
+            adapter_sync_s = time.perf_counter() - adapter_started
         system = self.parts.system.finish()
         metrics = self.parts.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
         if self.token_details is not None:  # each call's tokens, and the tokens/... metrics
@@ -102,8 +106,10 @@ class Trainer:
                 trajectories, groups, batch, self.parts.updater.last_token_details if updated else [],
                 self.sampler.samples, set(by_id)))
         metrics.update(system)
-        metrics.update({"time/step_s": time.perf_counter() - started, "time/sampling_s": sampled - started,
+        step_s = time.perf_counter() - started
+        metrics.update({"time/step_s": step_s, "time/sampling_s": sampled - started,
                         "time/update_s": update_stats.get("seconds", 0.0)})
+        metrics.update(sync_pipeline_metrics(StepTimes(step_s, sampled - started, adapter_sync_s)))
         if self.ranks.distributed:
             metrics.update(self._rank_timings(rank_sampling_s, update_stats.get("rank_seconds", 0.0)))
         return StepResult(metrics, trajectories, groups)

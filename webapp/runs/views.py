@@ -124,6 +124,7 @@ CHART_SECTIONS = (
     ("groups", "Groups", "Do the groups carry a signal? Variance, zero-variance share, similarity, advantages."),
     ("optimization", "Optimization", "Loss, KL, clipping, gradient norm, learning rate, sampler mismatch."),
     ("sampling", "Sampling", "Tokens, truncation, failures, throughput and step time."),
+    ("pipeline", "Pipeline", "Do sampling and training overlap? Each side's wait, staleness, the queue, the adapter hand-over."),
     ("other", "Other metrics", "Metrics the program reports itself."),
     ("system", "System", "GPU memory, utilisation and power, process memory, time per process."),
 )

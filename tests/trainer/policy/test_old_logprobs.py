@@ -103,6 +103,7 @@ def test_the_importance_weight_is_one_when_sampler_and_trainer_agree(policy):
     assert stats["is_weight/mean"] == pytest.approx(1.0, abs=1e-4)
     assert stats["mismatch/abs_logprob_diff"] < 1e-4 and 0 <= stats["mismatch/kl"] < 1e-6
     assert stats["is_weight/capped_share"] == 0.0
+    assert stats["is_weight/max"] == pytest.approx(1.0, abs=1e-4) and stats["is_weight/ess_share"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("correction", [True, False], ids=["corrected", "uncorrected"])
@@ -121,6 +122,8 @@ def test_the_importance_weight_is_capped_when_the_sampler_disagrees(tiny_model_p
     assert stats["mismatch/kl"] == pytest.approx(math.exp(3) - 3 - 1, rel=1e-3)  # k3 of log r = 3
     if correction:
         assert stats["is_weight/capped_share"] == 1.0 and stats["is_weight/mean"] == pytest.approx(2.0)
+        # Every token carries the same (capped) weight: the largest is the cap, and no token outweighs another.
+        assert stats["is_weight/max"] == pytest.approx(2.0) and stats["is_weight/ess_share"] == pytest.approx(1.0)
     else:
         assert "is_weight/mean" not in stats  # measured, not corrected
     assert losses[-3.0] == pytest.approx(losses[0.0] * (2.0 if correction else 1.0), rel=1e-5)

@@ -66,6 +66,13 @@ def test_step_events_carry_every_metric_rollouts_and_groups(tmp_path, model_cach
     module = event["groups"][0]["module"]
     assert f"group_var/{module}" in metrics and f"similarity/{module}" in metrics
     assert np.isfinite(metrics["loss"])
+    # The synchronous loop's pipeline: the trainer waits while the batch is sampled, the sampler while
+    # the trainer trains, so the two shares are the whole step; nothing is stale, queued or dropped.
+    assert metrics["pipeline/trainer_wait_share"] == pytest.approx(metrics["time/sampling_s"] / metrics["time/step_s"])
+    assert 0 < metrics["pipeline/trainer_wait_share"] < 1
+    assert metrics["pipeline/trainer_wait_share"] + metrics["pipeline/sampler_wait_share"] == pytest.approx(1.0)
+    for key in ("staleness/mean", "staleness/max", "dropped_stale", "queue_depth", "adapter_sync_s"):
+        assert metrics[f"pipeline/{key}"] == 0.0, key  # the hf backend samples with the trained weights
     assert len(event["rollouts"]) == 4 * 4  # examples x rollouts
     assert all(len(g["members"]) == 4 for g in event["groups"])
     # Each group carries the stats the dashboard stores, and each member the rewards behind its advantage.

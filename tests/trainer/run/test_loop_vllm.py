@@ -52,6 +52,9 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
         # vLLM reports its log-probs; the trainer compares them with its own on the same tokens
         assert 0 <= metrics["mismatch/abs_logprob_diff"] < 1e-3
         assert abs(metrics["is_weight/mean"] - 1) < 0.01 and 0 <= metrics["is_weight/capped_share"] < 0.05
+        assert metrics["is_weight/max"] >= metrics["is_weight/mean"] and 0.9 < metrics["is_weight/ess_share"] <= 1
+        # The adapter travels to the engine after every update: that hand-over is the pipeline's sync time.
+        assert metrics["pipeline/adapter_sync_s"] > 0 and metrics["pipeline/staleness/max"] == 0.0
         assert math.isfinite(metrics["loss"]) and 0 <= metrics["reward/regex_match"] <= 1
         # Every call carries its tokens (token_details = "all"): vLLM's log-probs beside the trainer's.
         for call in (c for r in event["rollouts"] for c in r["calls"]):

@@ -1,0 +1,45 @@
+"""The pipeline's metrics: how sampling and training share each step's time, and how stale the
+trained batch was.
+
+Every run reports them, so the run page's Pipeline section answers "do generation and training
+overlap?" for any run. In the synchronous loop (`max_staleness = 0`, today's only loop) they do not:
+the trainer waits while the batch is sampled and the sampler waits while the trainer scores, updates
+and hands over the adapter, so the two wait shares add up to the whole step, the batch is always
+sampled by the weights being trained (staleness 0) and no batch waits in a queue or is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PIPELINE_PREFIX = "pipeline/"
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Wall-clock seconds of one synchronous step, measured on the trainer's process."""
+
+    step_s: float  # the whole step: sampling, scoring, the update, the adapter hand-over, metrics
+    sampling_s: float  # from the step's start until the whole batch was sampled and scored
+    adapter_sync_s: float = 0.0  # saving the adapter and loading it into a sampler with its own weights
+
+
+def sync_pipeline_metrics(times: StepTimes) -> dict[str, float]:
+    """`pipeline/...` of a synchronous step.
+
+    trainer_wait_share = sampling_s / step_s: the trainer has nothing to train until the batch is
+    sampled. sampler_wait_share = (step_s - sampling_s) / step_s: the sampler has nothing to do
+    until the next step's adapter is in place. A step too short to time (0 s) waited for nothing.
+    """
+    step_s = max(times.step_s, 0.0)
+    sampling_s = min(max(times.sampling_s, 0.0), step_s)
+    trainer_wait = sampling_s / step_s if step_s > 0 else 0.0
+    return {
+        "pipeline/staleness/mean": 0.0,
+        "pipeline/staleness/max": 0.0,
+        "pipeline/dropped_stale": 0.0,
+        "pipeline/queue_depth": 0.0,
+        "pipeline/trainer_wait_share": trainer_wait,
+        "pipeline/sampler_wait_share": (1.0 - trainer_wait) if step_s > 0 else 0.0,
+        "pipeline/adapter_sync_s": max(times.adapter_sync_s, 0.0),
+    }
