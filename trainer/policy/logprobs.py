@@ -258,7 +258,8 @@ def effective_sample_share(weight_sum: float, weight_square_sum: float, count: f
     all the weight. Worked example: weights (1, 1) -> 1; (2, 0) -> 4 / (2 * 4) = 0.5."""
     if count <= 0 or weight_square_sum <= 0:
         return float("nan")
-    return weight_sum * weight_sum / (count * weight_square_sum)
+    # At most 1 by Cauchy-Schwarz; sums accumulated in float32 micro-batch by micro-batch land a hair above.
+    return min(1.0, weight_sum * weight_sum / (count * weight_square_sum))
 
 
 class MismatchTotals:
