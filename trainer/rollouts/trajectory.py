@@ -152,7 +152,8 @@ class Trajectory:
     (weighted sum) or a format failure set it; ``reward`` falls back to the plain sum of the known
     components. Sampling info: ``teacher`` (MMGRPO teacher program), ``fork_point`` (MHGPO fork agent),
     ``group_id`` (the rollout group it was sampled in), ``parent_id`` (the trajectory it was forked
-    from). ``failed`` with an ``error``: the program or a reward raised (``trainer.rollouts.failures``).
+    from), ``policy_version`` (how many updates the weights that sampled it had had: the version v
+    whose staleness t - v the update t that trains it measures; ``None`` where nobody recorded it). ``failed`` with an ``error``: the program or a reward raised (``trainer.rollouts.failures``).
 
     Example::
 
@@ -174,6 +175,7 @@ class Trajectory:
     parent_id: str | None = None
     trajectory_id: str = ""
     total_reward: float | None = None
+    policy_version: int | None = None
     error: str | None = None
     """What the program's or a reward's code raised in this rollout (``trainer.rollouts.failures.describe_error``:
     ``"Type: message"``, where, a short traceback tail); such a trajectory is also ``failed``. ``None``
@@ -211,6 +213,7 @@ class Trajectory:
             "teacher": self.teacher,
             "fork_point": self.fork_point,
             "group_id": self.group_id,
+            "policy_version": self.policy_version,
             "error": self.error,
         }
 

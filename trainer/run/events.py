@@ -138,6 +138,7 @@ class RolloutEvent(TypedDict):
     teacher: str | None
     fork_point: Any
     group_id: str | None
+    policy_version: NotRequired[int | None]  # the updates its sampler's weights had had (trainer/run/pipeline.py)
     error: str | None
 
 

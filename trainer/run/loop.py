@@ -79,6 +79,9 @@ class Trainer:
         local = self.parts.scorer.score(
             self.sampler.rollouts(self.parts.program, self.parts.teachers, examples[mine], ids[mine], step), by_id)
         self.sampler.finish()
+        sampled_by = self.parts.updater.updates  # the policy version that sampled this batch
+        for trajectory in local:
+            trajectory.policy_version = sampled_by
         rank_sampling_s = time.perf_counter() - started
         # Everything below sees the whole batch, in example order, on every rank.
         trajectories = distributed.gather(local, self.ranks)
@@ -109,7 +112,9 @@ class Trainer:
         step_s = time.perf_counter() - started
         metrics.update({"time/step_s": step_s, "time/sampling_s": sampled - started,
                         "time/update_s": update_stats.get("seconds", 0.0)})
-        metrics.update(sync_pipeline_metrics(StepTimes(step_s, sampled - started, adapter_sync_s)))
+        metrics.update(sync_pipeline_metrics(StepTimes(step_s, sampled - started, adapter_sync_s),
+                                             sampled_by=[t.policy_version for t in trajectories],
+                                             trainer_version=self.parts.updater.updates - int(updated)))
         if self.ranks.distributed:
             metrics.update(self._rank_timings(rank_sampling_s, update_stats.get("rank_seconds", 0.0)))
         return StepResult(metrics, trajectories, groups)

@@ -10,6 +10,7 @@ sampled by the weights being trained (staleness 0) and no batch waits in a queue
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 PIPELINE_PREFIX = "pipeline/"
@@ -24,19 +25,25 @@ class StepTimes:
     adapter_sync_s: float = 0.0  # saving the adapter and loading it into a sampler with its own weights
 
 
-def sync_pipeline_metrics(times: StepTimes) -> dict[str, float]:
-    """`pipeline/...` of a synchronous step.
+def sync_pipeline_metrics(times: StepTimes, *, sampled_by: Iterable[int | None] = (),
+                          trainer_version: int = 0) -> dict[str, float]:
+    """`pipeline/...` of a synchronous step whose batch was sampled by the policy versions `sampled_by`
+    (each rollout's `policy_version`) and trains as update `trainer_version` (the updates the weights
+    had before it).
 
-    trainer_wait_share = sampling_s / step_s: the trainer has nothing to train until the batch is
+    A batch sampled by version v and trained at update t is t - v versions stale (the off-policy lag
+    of asynchronous RL, AReaL's and TRL's `max_staleness`); the synchronous loop samples with the very
+    weights it then trains, so every rollout it records is 0 behind. trainer_wait_share = sampling_s / step_s: the trainer has nothing to train until the batch is
     sampled. sampler_wait_share = (step_s - sampling_s) / step_s: the sampler has nothing to do
     until the next step's adapter is in place. A step too short to time (0 s) waited for nothing.
     """
     step_s = max(times.step_s, 0.0)
     sampling_s = min(max(times.sampling_s, 0.0), step_s)
     trainer_wait = sampling_s / step_s if step_s > 0 else 0.0
+    lags = [trainer_version - v for v in sampled_by if v is not None]
     return {
-        "pipeline/staleness/mean": 0.0,
-        "pipeline/staleness/max": 0.0,
+        "pipeline/staleness/mean": sum(lags) / len(lags) if lags else 0.0,
+        "pipeline/staleness/max": float(max(lags)) if lags else 0.0,
         "pipeline/dropped_stale": 0.0,
         "pipeline/queue_depth": 0.0,
         "pipeline/trainer_wait_share": trainer_wait,

@@ -92,6 +92,10 @@ def test_resume_replays_the_remaining_steps_exactly(tmp_path, model_cache):
     _, second, state = run(config, tmp_path, "split", model_cache=model_cache, resume=True, attempt=2)
     assert state == "succeeded"
     assert [e["step"] for e in second.events] == [3, 4]
+    # Each step's batch was sampled by the weights after the updates before it, a resume included.
+    for event in first.events + second.events:
+        assert {r["policy_version"] for r in event["rollouts"]} == {event["step"] - 1}
+        assert event["metrics"]["pipeline/staleness/max"] == 0.0
     for resumed, original in zip(second.events, straight.events[2:], strict=True):
         for key in ("reward/mean", "loss", "grad_norm", "kl"):
             assert resumed["metrics"][key] == pytest.approx(original["metrics"][key], rel=1e-6, abs=1e-9), key

@@ -14,6 +14,13 @@ def test_a_synchronous_step_waits_on_each_side_for_the_other():
     assert metrics["pipeline/staleness/max"] == metrics["pipeline/dropped_stale"] == metrics["pipeline/queue_depth"] == 0
 
 
+def test_staleness_is_how_many_updates_the_sampling_weights_lag_behind():
+    metrics = sync_pipeline_metrics(StepTimes(1.0, 0.5), sampled_by=[3, 3, 2, None], trainer_version=3)
+    assert metrics["pipeline/staleness/mean"] == 1 / 3 and metrics["pipeline/staleness/max"] == 1.0
+    unrecorded = sync_pipeline_metrics(StepTimes(1.0, 0.5), sampled_by=[None], trainer_version=3)
+    assert unrecorded["pipeline/staleness/max"] == 0.0
+
+
 @pytest.mark.parametrize(("step_s", "sampling_s", "trainer", "sampler"), [
     (0.0, 0.0, 0.0, 0.0),  # too short to time: nobody waited
     (2.0, 5.0, 1.0, 0.0),  # clock noise past the step's end is the whole step, never a share above 1

@@ -156,7 +156,8 @@ class StepRows:
                 "example_id": nul_replaced(str(t.get("example_id", "")))[:contract.MAX_EXAMPLE_ID],
                 "teacher": nul_replaced(t.get("teacher") or ""), "fork_point": nul_replaced(t.get("fork_point") or ""),
                 "sampling": nul_replaced({"trajectory_id": t.get("trajectory_id"), "parent_id": t.get("parent_id"),
-                                          "group_id": t.get("group_id")}),
+                                          "group_id": t.get("group_id"),
+                                          **_policy_version(t.get("policy_version"))}),
                 "final_output": nul_replaced(t.get("final_output")),
                 "reward_components": nul_replaced(t.get("rewards") or {}),
                 "total_reward": contract.finite_or_none(t.get("reward")), "failed": bool(t.get("failed")),
@@ -293,3 +294,11 @@ def _write_with_bulk_create(rows: StepRows) -> None:
 def _bulk_create(model: type[models.Model], rows: list[dict[str, Any]], **resolved: list[Any]) -> list[models.Model]:
     objects = [model(**row, **{name: values[i] for name, values in resolved.items()}) for i, row in enumerate(rows)]
     return model.objects.bulk_create(objects, batch_size=BATCH_SIZE)
+
+
+def _policy_version(version: Any) -> dict[str, int]:
+    """The rollout's sampling policy version (trainer/run/pipeline.py) when it carries a whole one
+    within the contract's bound; nothing otherwise (a run trained elsewhere records none)."""
+    if contract.step_in_bounds(version):  # a count of updates, bounded as a step number is
+        return {"policy_version": version}
+    return {}

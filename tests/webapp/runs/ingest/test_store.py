@@ -315,3 +315,14 @@ def test_last_reward_and_last_eval_reward_follow_the_newest_step_that_has_them(o
     step_events_ingest(run, [later])
     run.refresh_from_db()
     assert (run.best_reward, run.last_reward, run.last_eval_reward) == (0.9, 0.9, 0.6)
+
+
+def test_each_rollout_keeps_the_policy_version_that_sampled_it(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = mhgpo_step_event(1)
+    versions = [4, 4, True, -1, 2**40, None]  # the last four are no whole version the contract bounds
+    for rollout, version in zip(event["rollouts"], versions, strict=True):
+        rollout["policy_version"] = version
+    step_events_ingest(run, [event])
+    stored = [r.sampling.get("policy_version") for r in Rollout.objects.filter(run=run).order_by("index")]
+    assert stored == [4, 4, None, None, None, None]
