@@ -175,6 +175,7 @@
   function onNotice(notice) {
     state.lastNoticeAt = Date.now();
     if (notice.type === "step") {
+      window.cohortTimeline?.stepStored(); // run-timeline.js: redrawn at most every few seconds, when open
       if (notice.seq <= state.lastSeq) return; // already drawn (a refetch got there first)
       if (notice.seq === state.lastSeq + 1 && !state.fetching) accept([notice]);
       else refetch(); // a gap: notices were dropped

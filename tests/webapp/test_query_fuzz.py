@@ -24,6 +24,7 @@ PAGES = {
     "/runs/{run}/": ["tab", "step"],
     "/runs/{run}/metrics.json": ["after", "series", "max_points", "from_step", "to_step"],
     "/runs/{run}/heatmap.json": ["family", "max_columns", "from_step", "to_step"],
+    "/runs/{run}/timeline.json": ["from_step", "to_step"],
     "/runs/{run}/steps/1/": ["attempt", "module", "offset", "example"],
     "/runs/{run}/steps/1/trajectories": ["example", "attempt"],
     "/runs/{run}/groups/{group}/": ["attempt"],

@@ -35,6 +35,10 @@ MAX_REWARDS_PER_ROLLOUT, MAX_REWARD_NAME = 32, 100
 MAX_TEXT = 100_000  # characters of a prompt or a completion (a list of messages: all of their text)
 MAX_MODULE, MAX_EXAMPLE_ID = 100, 200
 
+# A step's timeline (trainer/run/pipeline.py `StepSpans`): at most MAX_SPANS_PER_STEP bars, each on a lane
+# named in at most MAX_LANE characters and called at most MAX_SPAN_NAME.
+MAX_SPANS_PER_STEP, MAX_LANE, MAX_SPAN_NAME = 64, 50, 200
+
 # A call's per-token details: at most MAX_TOKENS tokens, each token's text at most MAX_PIECE characters;
 # a log-prob at most MAX_LOGPROB (0, and rounding), an entropy at least 0; all finite.
 MAX_TOKENS, MAX_PIECE = 32_768, 1_000
@@ -166,6 +170,17 @@ class GroupEvent(TypedDict):
     members: list[GroupMemberEvent]
 
 
+class SpanEvent(TypedDict):
+    """One bar of the run's timeline: what one process did from `start` to `end` (seconds since the
+    epoch, the trainer's clock) during the step; `policy_version` on a generation, the weights it sampled with."""
+
+    lane: str
+    name: str
+    start: float
+    end: float
+    policy_version: NotRequired[int]
+
+
 class StepEvent(TypedDict):
     """One finished training step, keyed by (attempt, step): storing it twice stores it once."""
 
@@ -175,3 +190,21 @@ class StepEvent(TypedDict):
     metrics: dict[str, float | None]
     rollouts: list[RolloutEvent]
     groups: list[GroupEvent]
+    spans: NotRequired[list[SpanEvent]]
+
+
+def span_checked(span: Any) -> SpanEvent | None:
+    """A timeline bar as every reader keeps it, or None for one that is not: a lane and a name (text
+    within their bounds), a finite start and an end not before it, and a whole `policy_version`
+    (kept only when it is one)."""
+    if not isinstance(span, dict):
+        return None
+    lane, name = span.get("lane"), span.get("name")
+    start, end = finite_or_none(span.get("start")), finite_or_none(span.get("end"))
+    if not (isinstance(lane, str) and 0 < len(lane) <= MAX_LANE and isinstance(name, str)
+            and 0 < len(name) <= MAX_SPAN_NAME and start is not None and end is not None and end >= start):
+        return None
+    checked: SpanEvent = {"lane": lane, "name": name, "start": start, "end": end}
+    if step_in_bounds(span.get("policy_version")):
+        checked["policy_version"] = span["policy_version"]
+    return checked

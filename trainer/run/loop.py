@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from trainer.rollouts.sampling import fork_on_first
 from trainer.rollouts.trajectory import Trajectory, jsonable
 from trainer.run.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.run.compose import RunParts, build_run
-from trainer.run.pipeline import StepTimes, sync_pipeline_metrics
+from trainer.run.pipeline import StepSpans, StepTimes, sync_pipeline_metrics
 from trainer.run.reporting import Reporter
 from trainer.run.rollouts import StepSampler
 from trainer.run.setup import visible_gpus
@@ -42,6 +42,7 @@ class StepResult:
     metrics: dict[str, float]
     trajectories: list[Trajectory]
     groups: list[ModuleGroup]
+    spans: StepSpans = field(default_factory=StepSpans)
 
 
 class Trainer:
@@ -69,7 +70,8 @@ class Trainer:
 
     # --- one step --------------------------------------------------------------------------------
     def train_step(self, step: int) -> StepResult:
-        started = time.perf_counter()
+        started, wall = time.perf_counter(), time.time()  # wall: the timeline's clock, shared by processes
+        spans = StepSpans()
         self.parts.system.start_step()
         self.sampler.samples.clear()
         examples = self.parts.stream.next_batch(self.config.examples_per_step)  # the whole batch, on every rank
@@ -87,6 +89,8 @@ class Trainer:
         trajectories = distributed.gather(local, self.ranks)
         raise_if_mostly_errors(trajectories, f"step {step}")  # a bug, not bad luck: fail the run
         sampled = time.perf_counter()
+        spans.add("sampler", f"generate the batch for update {sampled_by + 1} with version {sampled_by}",
+                  wall, wall + (sampled - started), policy_version=sampled_by)
         self.parts.system.sampled()
         groups, rewards, advantages = self.parts.scorer.groups_and_advantages(trajectories, step)
         assign_advantages(groups, advantages)
@@ -96,12 +100,20 @@ class Trainer:
         if sleep is not None:
             sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
         updated = any(g.members for g in groups)
+        update_started = time.time()
+        spans.add("trainer", "groups and advantages", wall + (sampled - started), update_started)
         update_stats = self.parts.updater.update(batch) if updated else {}
+        if updated:
+            spans.add("trainer", f"update {sampled_by + 1}: old log-probs, forward and backward, optimizer steps",
+                      update_started, time.time())
         adapter_sync_s = 0.0  # a sampler that shares the trained weights (hf) needs no hand-over
         if self.config.backend == "vllm" and batch:
-            adapter_started = time.perf_counter()
+            adapter_started, adapter_wall = time.perf_counter(), time.time()
             self._publish_adapter()
             adapter_sync_s = time.perf_counter() - adapter_started
+            spans.add("adapter", f"save and load adapter v{self._adapter_version}", adapter_wall,
+                      adapter_wall + adapter_sync_s)
+        metrics_started = time.time()
         system = self.parts.system.finish()
         metrics = self.parts.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
         if self.token_details is not None:  # each call's tokens, and the tokens/... metrics
@@ -117,7 +129,8 @@ class Trainer:
                                              trainer_version=self.parts.updater.updates - int(updated)))
         if self.ranks.distributed:
             metrics.update(self._rank_timings(rank_sampling_s, update_stats.get("rank_seconds", 0.0)))
-        return StepResult(metrics, trajectories, groups)
+        spans.add("trainer", "metrics and token details", metrics_started, time.time())
+        return StepResult(metrics, trajectories, groups, spans)
 
     def _rank_timings(self, sampling_s: float, update_s: float) -> dict[str, float]:
         """Each rank's own sampling and update time (before it waited for the others), so a straggler
@@ -224,12 +237,14 @@ class Trainer:
                 result = self.train_step(self.step + 1)
                 self.step += 1
                 if c.eval_every and (self.step % c.eval_every == 0 or self.step == c.steps):
+                    evaluated = time.time()
                     result.metrics.update(self.evaluate(self.step))
+                    result.spans.add("sampler", "evaluate", evaluated, time.time())
                 # Plain JSON for every reporter: NaN (a mean over nothing) becomes null.
                 self.reporter.step(jsonable({
                     "attempt": self.attempt, "step": self.step, "metrics": result.metrics,
                     "rollouts": [t.to_dict() for t in result.trajectories],
-                    "groups": [g.to_dict() for g in result.groups],
+                    "groups": [g.to_dict() for g in result.groups], "spans": result.spans.events(),
                 }))
                 if c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
                     self.save()

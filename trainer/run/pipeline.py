@@ -50,3 +50,18 @@ def sync_pipeline_metrics(times: StepTimes, *, sampled_by: Iterable[int | None] 
         "pipeline/sampler_wait_share": (1.0 - trainer_wait) if step_s > 0 else 0.0,
         "pipeline/adapter_sync_s": max(times.adapter_sync_s, 0.0),
     }
+
+
+class StepSpans:
+    """The step's timeline as the trainer's process lived it: a bar per span on its lane (the sampler,
+    the trainer, the adapter hand-over), in seconds since the epoch so that lanes of other processes
+    line up with these. Each `span` is timed as a context; `events()` is the step event's `spans`."""
+
+    def __init__(self) -> None:
+        self._spans: list[dict] = []
+
+    def add(self, lane: str, name: str, start: float, end: float, **extra) -> None:
+        self._spans.append({"lane": lane, "name": name, "start": start, "end": end, **extra})
+
+    def events(self) -> list[dict]:
+        return list(self._spans)

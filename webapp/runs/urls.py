@@ -18,6 +18,7 @@ urlpatterns = [
     path("runs/<int:run_id>/resume", views.run_resume_view, name="resume"),
     path("runs/<int:run_id>/metrics.json", views.run_metrics, name="metrics"),
     path("runs/<int:run_id>/heatmap.json", views.run_heatmap, name="heatmap"),
+    path("runs/<int:run_id>/timeline.json", views.run_timeline_data, name="timeline"),
     path("runs/<int:run_id>/steps/<int:step>/", views.run_step, name="step"),
     path("runs/<int:run_id>/steps/<int:step>/trajectories", views.run_trajectories, name="trajectories"),
     path("runs/<int:run_id>/groups/<int:group_id>/", views.run_group, name="group"),

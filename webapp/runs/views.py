@@ -16,6 +16,7 @@ from webapp.runs.access import (
 )
 from webapp.runs.charts import blocks as series_store
 from webapp.runs.charts import series
+from webapp.runs.charts.timeline import run_timeline
 from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
 from webapp.runs.ingest.retention import rollouts_dropped
 from webapp.runs.ingest.texts import fill_call_texts
@@ -135,6 +136,7 @@ def _detail_context(run, user) -> dict:
         "run": run.pk, "state": run.state, "attempt": run.attempt,
         "metrics_url": reverse("runs:metrics", args=[run.pk]), "socket_path": f"/ws/runs/{run.pk}/",
         "heatmap_url": reverse("runs:heatmap", args=[run.pk]),
+        "timeline_url": reverse("runs:timeline", args=[run.pk]),
         # The step page of step N is this with 0 replaced by N (clicking a chart point opens it).
         "step_url": reverse("runs:step", args=[run.pk, 0]),
         "max_points": MAX_POINTS_DEFAULT,
@@ -249,6 +251,19 @@ def run_heatmap(request, run_id: int):
     except BadParam as exc:
         return _bad(request, str(exc), json_response=True)
     return numbers_response(series.metric_heatmap(run, family, max_columns=columns))
+
+
+@require_GET
+@link_readable
+def run_timeline_data(request, run_id: int):
+    """`GET /runs/<id>/timeline.json?from_step=&to_step=`: the timeline's bars of a window of steps
+    (none given: the newest), thinned to evenly spaced steps past a page's worth."""
+    run = run_read(request, run_id)
+    try:
+        from_step, to_step = step_range(request)
+    except BadParam as exc:
+        return _bad(request, str(exc), json_response=True)
+    return numbers_response(run_timeline(run, from_step=from_step, to_step=to_step))
 
 
 @require_GET

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -73,6 +74,13 @@ def test_step_events_carry_every_metric_rollouts_and_groups(tmp_path, model_cach
     assert metrics["pipeline/trainer_wait_share"] + metrics["pipeline/sampler_wait_share"] == pytest.approx(1.0)
     for key in ("staleness/mean", "staleness/max", "dropped_stale", "queue_depth", "adapter_sync_s"):
         assert metrics[f"pipeline/{key}"] == 0.0, key  # the hf backend samples with the trained weights
+    # The step's timeline: the batch's generation on the sampler's lane, then the trainer's work, in order.
+    spans = event["spans"]
+    assert [(s["lane"], s["name"].split(" ")[0]) for s in spans] == [
+        ("sampler", "generate"), ("trainer", "groups"), ("trainer", "update"), ("trainer", "metrics")]
+    assert spans[0]["policy_version"] == 0 and "with version 0" in spans[0]["name"]
+    assert all(s["start"] <= s["end"] for s in spans)
+    assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(spans))  # nothing overlaps when synchronous
     assert len(event["rollouts"]) == 4 * 4  # examples x rollouts
     assert all(len(g["members"]) == 4 for g in event["groups"])
     # Each group carries the stats the dashboard stores, and each member the rewards behind its advantage.

@@ -55,6 +55,9 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
         assert metrics["is_weight/max"] >= metrics["is_weight/mean"] and 0.9 < metrics["is_weight/ess_share"] <= 1
         # The adapter travels to the engine after every update: that hand-over is the pipeline's sync time.
         assert metrics["pipeline/adapter_sync_s"] > 0 and metrics["pipeline/staleness/max"] == 0.0
+        adapter = [s for s in event["spans"] if s["lane"] == "adapter"]
+        assert len(adapter) == 1 and adapter[0]["end"] - adapter[0]["start"] == pytest.approx(
+            metrics["pipeline/adapter_sync_s"], abs=1e-6)
         assert math.isfinite(metrics["loss"]) and 0 <= metrics["reward/regex_match"] <= 1
         # Every call carries its tokens (token_details = "all"): vLLM's log-probs beside the trainer's.
         for call in (c for r in event["rollouts"] for c in r["calls"]):

@@ -73,7 +73,7 @@ def test_a_link_opens_the_runs_pages_without_a_login_and_nothing_else(lab):
     browser = opened(link)
     run = lab["run"]
     for name, args, query in (("runs:detail", [run.pk], ""), ("runs:metrics", [run.pk], "?after=0"),
-                              ("runs:step", [run.pk, 1], ""), ("runs:heatmap", [run.pk], ""),
+                              ("runs:step", [run.pk, 1], ""), ("runs:heatmap", [run.pk], ""), ("runs:timeline", [run.pk], ""),
                               ("runs:export_metrics", [run.pk], ""), ("runs:export_rollouts", [run.pk], ""),
                               ("runs:compare", [], f"?runs={run.pk}")):
         assert browser.get(reverse(name, args=args) + query).status_code == 200, name

@@ -72,7 +72,8 @@ def step_events_ingest(run: Run, events: Iterable[dict[str, Any]]) -> list[StepM
         for event in fresh:
             seq += 1
             metrics.append(StepMetric(run=locked, attempt=int(event["attempt"]), step=int(event["step"]), seq=seq,
-                                      metrics=_clean_metrics(event.get("metrics", {}))))
+                                      metrics=_clean_metrics(event.get("metrics", {})),
+                                      spans=_clean_spans(event.get("spans"))))
         StepMetric.objects.bulk_create(metrics, batch_size=BATCH_SIZE)
         rows = StepRows()
         for event in fresh:
@@ -302,3 +303,12 @@ def _policy_version(version: Any) -> dict[str, int]:
     if contract.step_in_bounds(version):  # a count of updates, bounded as a step number is
         return {"policy_version": version}
     return {}
+
+
+def _clean_spans(spans: Any) -> list[dict[str, Any]]:
+    """The step's timeline bars the contract accepts (trainer/run/events.py `span_checked`), the first
+    MAX_SPANS_PER_STEP of them; a bar that is not one is left out, never the step."""
+    if not isinstance(spans, list):
+        return []
+    kept = (contract.span_checked(span) for span in spans[:contract.MAX_SPANS_PER_STEP])
+    return [nul_replaced(dict(span)) for span in kept if span is not None]

@@ -19,6 +19,8 @@ class StepMetric(models.Model):
     step = models.PositiveIntegerField()
     seq = models.PositiveBigIntegerField()
     metrics = models.JSONField(default=dict)
+    spans = models.JSONField(default=list, blank=True, help_text=(
+        "The step's timeline: [{lane, name, start, end, policy_version?}], seconds since the epoch."))
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

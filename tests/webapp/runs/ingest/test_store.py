@@ -326,3 +326,23 @@ def test_each_rollout_keeps_the_policy_version_that_sampled_it(owner):
     step_events_ingest(run, [event])
     stored = [r.sampling.get("policy_version") for r in Rollout.objects.filter(run=run).order_by("index")]
     assert stored == [4, 4, None, None, None, None]
+
+
+def test_a_steps_timeline_is_stored_with_it_and_a_bar_that_is_none_is_left_out(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = mhgpo_step_event(1)
+    good = {"lane": "sampler", "name": "generate", "start": 100.0, "end": 101.5, "policy_version": 0}
+    event["spans"] = [good, {"lane": "trainer", "name": "update", "start": 101.5, "end": 101.0},  # ends first
+                      {"lane": "", "name": "x", "start": 1, "end": 2}, {"lane": "trainer", "name": "nan",
+                                                                        "start": float("nan"), "end": 2}, "bar"]
+    step_events_ingest(run, [event])
+    assert StepMetric.objects.get(run=run).spans == [good]
+
+
+def test_a_step_keeps_at_most_the_contracts_number_of_bars(owner):
+    run = make_run(owner, state=Run.State.RUNNING)
+    event = mhgpo_step_event(1)
+    event["spans"] = [{"lane": "trainer", "name": f"bar {i}", "start": i, "end": i + 1}
+                      for i in range(events.MAX_SPANS_PER_STEP + 5)]
+    step_events_ingest(run, [event])
+    assert len(StepMetric.objects.get(run=run).spans) == events.MAX_SPANS_PER_STEP

@@ -1,0 +1,62 @@
+"""The run's timeline in a real browser against the real ASGI app (issue 55, item 5): a lane per process,
+a bar per span, new steps drawn live from the run's websocket, and a generation bar that opens the
+rollouts it produced."""
+
+import pytest
+
+from tests.browser.session import PASSWORD, log_in, off_playwright_thread
+from tests.suites import UI_ONLY
+from tests.webapp.runs.seeding import ingest, make_run
+from webapp.runs.ingest.store import step_events_ingest
+from webapp.runs.models import Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=UI_ONLY), pytest.mark.django_db(transaction=True)]
+
+STEPS = 30
+
+
+def timed_step(step):
+    """A synchronous step of 10 s: the sampler generates for 6, the trainer trains for 3, the adapter
+    travels for 1, as the pipeline metrics beside them say."""
+    t = 1_000.0 + 10 * step
+    return {"type": "step", "attempt": 1, "step": step,
+            "metrics": {"reward/mean": 0.3 + step / 100, "pipeline/trainer_wait_share": 0.6,
+                        "pipeline/sampler_wait_share": 0.4, "pipeline/adapter_sync_s": 1.0},
+            "spans": [{"lane": "sampler", "name": f"generate the batch for update {step}", "start": t,
+                       "end": t + 6, "policy_version": step - 1},
+                      {"lane": "trainer", "name": f"update {step}", "start": t + 6, "end": t + 9},
+                      {"lane": "adapter", "name": f"save and load adapter v{step}", "start": t + 9, "end": t + 10}]}
+
+
+def test_the_timeline_draws_each_lane_grows_live_and_a_generation_bar_opens_its_rollouts(
+        page, screenshot, asgi_server, make_user):
+    alice = make_user("alice", password=PASSWORD)
+    run = make_run(alice, state=Run.State.RUNNING, name="timeline")
+    ingest(run, (timed_step(s) for s in range(1, STEPS + 1)))
+    log_in(page, asgi_server, "alice")
+    page.goto(f"{asgi_server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('timeline')?.dataset.lanes === '3'")
+    page.locator("#timeline-panel").scroll_into_view_if_needed()
+    assert page.evaluate("document.getElementById('timeline').data.map((t) => t.name)") == [
+        "sampler", "trainer", "adapter"]
+    assert page.evaluate("document.getElementById('timeline').data.map((t) => t.x.length)") == [STEPS] * 3
+    assert page.locator("#timeline .barlayer .point path").count() == 3 * STEPS  # every bar drawn
+    assert "Steps 1 to 30." in page.inner_text("#timeline-note")
+
+    # A step stored while the page is open is drawn from its notice, the timeline following the newest.
+    page.wait_for_function("document.getElementById('live-status').textContent === 'Live.'")
+    off_playwright_thread(lambda: step_events_ingest(run, [timed_step(STEPS + 1)]))
+    page.wait_for_function(f"() => document.getElementById('timeline').dataset.spans === '{3 * (STEPS + 1)}'")
+    screenshot("run-timeline")
+
+    # A window of steps, then a click on the generation bar of step 5: the step's page, its rollouts.
+    page.fill("#timeline-window input[name=from_step]", "3")
+    page.fill("#timeline-window input[name=to_step]", "8")
+    page.click("#timeline-window button[type=submit]")
+    page.wait_for_function(f"() => document.getElementById('timeline').dataset.spans === '{3 * 6}'")
+    # Plotly takes clicks on the layer above its bars, where it finds the bar under the pointer.
+    box = page.locator("#timeline .barlayer .trace").first.locator(".point path").nth(2).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_url(f"**/runs/{run.pk}/steps/5/")
