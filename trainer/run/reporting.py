@@ -24,7 +24,7 @@ class Reporter(Protocol):
         """The run's life cycle: 'running', 'succeeded', 'failed', 'cancelled' (with a message)."""
 
     def step(self, event: StepEvent) -> None:
-        """One finished training step: {"attempt", "step", "metrics", "rollouts", "groups"} (its `type`
+        """One finished training step: {"attempt", "step", "metrics", "rollouts", "groups", "spans"} (its `type`
         is the reporter's to add)."""
 
     def should_stop(self) -> bool:
