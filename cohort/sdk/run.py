@@ -58,6 +58,7 @@ class Run:
         self._pending: int | None = None  # the step being gathered
         self._metrics: dict[str, Any] = {}
         self._rollouts: list[dict[str, Any]] = []
+        self._spans: list[dict[str, Any]] = []
         self._reward_names: set[str] = set()  # of the pending step's rollouts (the server's limits are per step)
         self._modules: set[str | None] = set()
         self._sealed = -1  # the newest step written
@@ -117,6 +118,29 @@ class Run:
                 self._reward_names.update(name for r in clean for name in r.get("rewards", ()))
                 self._modules.update(r.get("module") for r in clean)
 
+    def log_span(self, name: str, start: float, end: float, *, lane: str = "trainer", step: int | None = None,
+                 policy_version: int | None = None) -> None:
+        """Adds a bar to the run's timeline: what `lane` (a process: sampler, trainer, or any name) did from
+        `start` to `end` (seconds since the epoch, `time.time()`), on `step` (None: the pending step, or
+        the step after the newest), `policy_version` on a generation (the updates its weights had had).
+        A bar that is not one raises a ValueError here, and nothing of it is kept."""
+        span = {"lane": lane, "name": name, "start": start, "end": end}
+        if policy_version is not None:
+            span["policy_version"] = policy_version
+        checked = events.span_checked(span)
+        if checked is None or (policy_version is not None and "policy_version" not in checked):
+            raise ValueError(f"a span needs a lane of 1 to {events.MAX_LANE} characters, a name of 1 to "
+                             f"{events.MAX_SPAN_NAME}, finite start and end seconds, and a whole policy_version "
+                             f"if any; not {span!r:.200}")
+        with self._lock:
+            if step is None and self._pending is not None:
+                step = self._pending
+            held = len(self._spans) if step is not None and step == self._pending else 0
+            if held >= events.MAX_SPANS_PER_STEP:
+                raise ValueError(f"a step holds at most {events.MAX_SPANS_PER_STEP} spans")
+            if self._take(step):
+                self._spans.append(checked)
+
     def flush(self) -> None:
         """Seals the pending step now (it is sent; a later `log` to it is dropped)."""
         with self._lock:
@@ -146,8 +170,9 @@ class Run:
     def _seal(self) -> None:
         if self._pending is None:
             return
-        step = {"step": self._pending, "metrics": self._metrics, "rollouts": self._rollouts}
-        self._sealed, self._pending, self._metrics, self._rollouts = self._pending, None, {}, []
+        step = {"step": self._pending, "metrics": self._metrics, "rollouts": self._rollouts,
+                **({"spans": self._spans} if self._spans else {})}
+        self._sealed, self._pending, self._metrics, self._rollouts, self._spans = self._pending, None, {}, [], []
         self._reward_names, self._modules = set(), set()
         if self._spool is None:
             return

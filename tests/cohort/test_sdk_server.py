@@ -73,6 +73,7 @@ def test_a_run_logged_with_the_sdk_is_stored_with_its_metrics_and_groups(asgi_se
     for step in range(1, 4):
         run.log({"loss": 1 / step}, step=step)
         run.log_rollouts(step, rollouts(step))
+        run.log_span("generate", 100.0 * step, 100.0 * step + 6, lane="sampler", policy_version=step - 1)
         run.log({"reward/mean": 0.5 * step}, step=step)
     run.finish()
     assert run.wait(0) and run.url.startswith(asgi_server) and str(run.id) in run.url
@@ -87,6 +88,9 @@ def test_a_run_logged_with_the_sdk_is_stored_with_its_metrics_and_groups(asgi_se
     groups = client.groups(run.id, 2)
     assert len(groups) == 2 and groups["size"].tolist() == [4, 4]
     assert Rollout.objects.filter(run=stored).count() == 3 * 8
+    # Each step's timeline bar, logged with run.log_span, is on the run's timeline.
+    assert StepMetric.objects.get(run=stored, step=2).spans == [
+        {"lane": "sampler", "name": "generate", "start": 200.0, "end": 206.0, "policy_version": 1}]
 
 
 def test_a_run_is_logged_into_its_project_where_teammates_read_it(asgi_server, owner, task, tmp_path, make_user):

@@ -195,16 +195,17 @@ class StepEvent(TypedDict):
 
 def span_checked(span: Any) -> SpanEvent | None:
     """A timeline bar as every reader keeps it, or None for one that is not: a lane and a name (text
-    within their bounds), a finite start and an end not before it, and a whole `policy_version`
+    within their bounds), a finite start and end (the earlier of the two is its start: a bar is the
+    time between them, and a schema cannot say which comes first), and a whole `policy_version`
     (kept only when it is one)."""
     if not isinstance(span, dict):
         return None
     lane, name = span.get("lane"), span.get("name")
     start, end = finite_or_none(span.get("start")), finite_or_none(span.get("end"))
     if not (isinstance(lane, str) and 0 < len(lane) <= MAX_LANE and isinstance(name, str)
-            and 0 < len(name) <= MAX_SPAN_NAME and start is not None and end is not None and end >= start):
+            and 0 < len(name) <= MAX_SPAN_NAME and start is not None and end is not None):
         return None
-    checked: SpanEvent = {"lane": lane, "name": name, "start": start, "end": end}
+    checked: SpanEvent = {"lane": lane, "name": name, "start": min(start, end), "end": max(start, end)}
     if step_in_bounds(span.get("policy_version")):
         checked["policy_version"] = span["policy_version"]
     return checked

@@ -210,7 +210,25 @@ def _step(step: Any, where: str, refused: dict[str, str]) -> dict[str, Any]:
     modules = {r["module"] for r in checked}
     if len(modules) > events.MAX_MODULES_PER_STEP:
         raise BadParam(f"{where}.rollouts name {len(modules)} modules; at most {events.MAX_MODULES_PER_STEP} a step.")
-    return {"step": number_, "metrics": metrics, "rollouts": checked}
+    spans = _spans(step.get("spans", []), f"{where}.spans")
+    return {"step": number_, "metrics": metrics, "rollouts": checked, **({"spans": spans} if spans else {})}
+
+
+def _spans(spans: Any, where: str) -> list[dict[str, Any]]:
+    """A step's timeline bars (trainer/run/events.py `span_checked`); one that is not a bar is refused."""
+    if not isinstance(spans, list):
+        raise BadParam(f"{where} must be a list, not {_kind(spans)}.")
+    if len(spans) > events.MAX_SPANS_PER_STEP:
+        raise BadParam(f"{where} holds {len(spans):,}; at most {events.MAX_SPANS_PER_STEP} a step.")
+    checked = []
+    for k, span in enumerate(spans):
+        bar = events.span_checked(span)
+        if bar is None or (span.get("policy_version") is not None and "policy_version" not in bar):
+            raise BadParam(f"{where}[{k}] must be a bar: a lane of 1 to {events.MAX_LANE} characters, a name of 1 "
+                           f"to {events.MAX_SPAN_NAME}, a finite start and end (seconds), and optionally a whole "
+                           "policy_version.")
+        checked.append(bar)
+    return checked
 
 
 def _numbers(values: Any, where: str, *, most: int, longest: int, what: str) -> dict[str, float | None]:

@@ -116,6 +116,16 @@ class RolloutLogSerializer(serializers.Serializer):
     entropies = EntropiesField(required=False)
 
 
+class SpanLogSerializer(serializers.Serializer):
+    lane = serializers.CharField(min_length=1, max_length=events.MAX_LANE, help_text=(
+        "The process the bar belongs to (a lane of the run's timeline): sampler, trainer, adapter, or one of yours."))
+    name = serializers.CharField(min_length=1, max_length=events.MAX_SPAN_NAME, help_text="What it did.")
+    start = serializers.FloatField(help_text="Seconds since the epoch.")
+    end = serializers.FloatField(help_text="Seconds since the epoch (the bar runs between start and end).")
+    policy_version = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=events.MAX_STEP,
+                                              help_text="On a generation: the updates its weights had had.")
+
+
 class StepLogSerializer(serializers.Serializer):
     step = serializers.IntegerField(min_value=0, max_value=events.MAX_STEP)
     metrics = MetricsField(required=False, help_text=(
@@ -124,6 +134,8 @@ class StepLogSerializer(serializers.Serializer):
         "tokens/entropy/mean (tokens/entropy/mean/<module> for several modules) from the rollouts' entropies."))
     rollouts = serializers.ListField(child=RolloutLogSerializer(), required=False,
                                      max_length=events.MAX_ROLLOUTS_PER_STEP)
+    spans = serializers.ListField(child=SpanLogSerializer(), required=False, max_length=events.MAX_SPANS_PER_STEP,
+                                  help_text="The step's bars on the run's timeline.")
 
 
 class StepsLogSerializer(serializers.Serializer):

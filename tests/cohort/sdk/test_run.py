@@ -58,6 +58,25 @@ def test_logs_of_one_step_merge_and_a_step_is_sealed_when_a_later_one_arrives(tm
     assert len(written(run)) == 5
 
 
+def test_spans_join_the_pending_step_and_a_bar_that_is_none_raises(tmp_path):
+    run = offline(tmp_path)
+    run.log({"loss": 1.0}, step=3)
+    run.log_span("generate", 10.0, 16.0, lane="sampler", policy_version=2)  # step=None: the pending step 3
+    run.log_span("update", 17.0, 16.0)  # given backwards: the bar is the time between them
+    with pytest.raises(ValueError, match="a span needs a lane of 1 to"):
+        run.log_span("", 1.0, 2.0)
+    with pytest.raises(ValueError, match="a whole policy_version"):
+        run.log_span("generate", 1.0, 2.0, policy_version=1.5)
+    with pytest.raises(ValueError, match="finite start and end"):
+        run.log_span("update", float("nan"), 2.0)
+    run.log_span("evaluate", 20.0, 21.0, lane="sampler", step=4)
+    run.finish()
+    assert [(s["step"], s.get("spans")) for s in written(run)] == [
+        (3, [{"lane": "sampler", "name": "generate", "start": 10.0, "end": 16.0, "policy_version": 2},
+             {"lane": "trainer", "name": "update", "start": 16.0, "end": 17.0}]),
+        (4, [{"lane": "sampler", "name": "evaluate", "start": 20.0, "end": 21.0}])]
+
+
 def test_only_numbers_are_kept_with_one_warning_per_name(tmp_path, recwarn):
     run = offline(tmp_path)
     values = {"int": 3, "float": 0.5, "bool": True, "np.float32": np.float32(0.25), "np.int64": np.int64(4),

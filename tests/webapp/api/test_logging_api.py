@@ -227,6 +227,16 @@ def rollout(**fields):
     (steps_body(rollouts=[rollout(module="")]), "steps[0].rollouts[0].module must not be empty"),
     (steps_body(rollouts=[rollout(rewards={f"r{i}": 1.0}) for i in range(33)]), "name 33 rewards; at most 32 a step"),
     (steps_body(rollouts=[rollout(module=f"m{i}") for i in range(33)]), "name 33 modules; at most 32 a step"),
+    (steps_body(spans={}), "steps[0].spans must be a list"),
+    (steps_body(spans=[{"lane": "trainer", "name": "update", "start": 1.0, "end": 2.0}] * 65),
+     "steps[0].spans holds 65; at most 64 a step"),
+    (steps_body(spans=[{"lane": "trainer", "name": "update", "start": 1.0, "end": 2.0}, {"lane": "", "name": "x",
+                                                                                        "start": 1, "end": 2}]),
+     "steps[0].spans[1] must be a bar: a lane of 1 to 50 characters"),
+    (steps_body(spans=[{"lane": "sampler", "name": "generate", "start": 1, "end": 2, "policy_version": -1}]),
+     "steps[0].spans[0] must be a bar"),
+    (steps_body(spans=[{"lane": "sampler", "name": "generate", "start": "1", "end": 2}]),
+     "steps[0].spans[0] must be a bar"),
 ])
 def test_steps_bounds(trl_run, body, message):
     run_id, client = trl_run

@@ -226,7 +226,7 @@ def step_event(step: dict[str, Any], *, attempt: int) -> dict[str, Any]:
     groups = [_group(trajectories, indexes) for indexes in members.values()]
     metrics = {**derived_metrics(trajectories, groups), **(step.get("metrics") or {})}
     return {"type": "step", "attempt": attempt, "step": step["step"], "metrics": metrics,
-            "rollouts": trajectories, "groups": [group.event for group in groups]}
+            "rollouts": trajectories, "groups": [group.event for group in groups], "spans": step.get("spans") or []}
 
 
 def _trajectory(index: int, rollout: dict[str, Any]) -> dict[str, Any]:

@@ -332,11 +332,11 @@ def test_a_steps_timeline_is_stored_with_it_and_a_bar_that_is_none_is_left_out(o
     run = make_run(owner, state=Run.State.RUNNING)
     event = mhgpo_step_event(1)
     good = {"lane": "sampler", "name": "generate", "start": 100.0, "end": 101.5, "policy_version": 0}
-    event["spans"] = [good, {"lane": "trainer", "name": "update", "start": 101.5, "end": 101.0},  # ends first
-                      {"lane": "", "name": "x", "start": 1, "end": 2}, {"lane": "trainer", "name": "nan",
-                                                                        "start": float("nan"), "end": 2}, "bar"]
+    backwards = {"lane": "trainer", "name": "update", "start": 102.0, "end": 101.5}  # the time between them
+    event["spans"] = [good, backwards, {"lane": "", "name": "x", "start": 1, "end": 2},
+                      {"lane": "trainer", "name": "nan", "start": float("nan"), "end": 2}, "bar"]
     step_events_ingest(run, [event])
-    assert StepMetric.objects.get(run=run).spans == [good]
+    assert StepMetric.objects.get(run=run).spans == [good, {**backwards, "start": 101.5, "end": 102.0}]
 
 
 def test_a_step_keeps_at_most_the_contracts_number_of_bars(owner):
