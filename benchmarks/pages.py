@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import mhgpo_step_event  # noqa: E402
-from benchmarks.servers import django_setup, throwaway_database  # noqa: E402
+from benchmarks.servers import django_setup, planner_statistics, throwaway_database  # noqa: E402
 from trainer.algorithms.advantages import grpo_advantages  # noqa: E402
 from trainer.algorithms.grouping import form_module_level_groups  # noqa: E402
 from trainer.algorithms.groups import assign_advantages, group_reward_arrays  # noqa: E402
@@ -139,19 +139,6 @@ def seed(steps: int):
     planner_statistics()
     return user, paper, mhgpo
 
-
-def planner_statistics() -> None:
-    """VACUUM ANALYZE the seeded database, as autovacuum does on a stock PostgreSQL after a bulk load.
-    Where autovacuum is off (as on this machine's server) the planner otherwise plans the pages over
-    millions of rows it believes are not there, and the figures measure that rather than the pages."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW autovacuum")
-        setting = cursor.fetchone()[0]
-        started = time.perf_counter()
-        cursor.execute("VACUUM ANALYZE")
-    print(f"  VACUUM ANALYZE in {time.perf_counter() - started:.0f} s (the server's autovacuum: {setting})")
 
 
 def seed_runs_table(user, runs: int = TABLE_RUNS) -> int:

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import django_setup, throwaway_database  # noqa: E402
+from benchmarks.servers import django_setup, planner_statistics, throwaway_database  # noqa: E402
 
 BENCH_DATABASE = "cohort_bench_run_data"
 MODULES = ("rewriter", "retriever", "answerer")
@@ -82,6 +82,7 @@ def seed(user, task, steps: int):
         step_events_ingest(run, [{"type": "step", "attempt": 1, "step": s, "metrics": step_metrics(s, rng)}
                                  for s in range(first, last)])
     print(f"  {steps:,} steps stored through the ingest in {time.perf_counter() - started:.1f} s", flush=True)
+    planner_statistics()  # what autovacuum would have done after the load
     return run
 
 
