@@ -128,7 +128,7 @@ class Run:
         if policy_version is not None:
             span["policy_version"] = policy_version
         checked = events.span_checked(span)
-        if checked is None or (policy_version is not None and "policy_version" not in checked):
+        if checked is None:
             raise ValueError(f"a span needs a lane of 1 to {events.MAX_LANE} characters, a name of 1 to "
                              f"{events.MAX_SPAN_NAME}, finite start and end seconds, and a whole policy_version "
                              f"if any; not {span!r:.200}")

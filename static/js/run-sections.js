@@ -31,7 +31,9 @@
       const key = el.dataset.section;
       const grid = document.getElementById(`charts-${key}`), flat = document.getElementById(`flat-${key}`);
       const heatmaps = key === "groups" ? document.getElementById("heatmaps").children.length : 0;
-      el.hidden = grid.children.length + flat.children.length + heatmaps === 0;
+      // A run trained elsewhere may log timeline bars (run.log_span) and no pipeline metric.
+      const timeline = key === "pipeline" ? Number(document.getElementById("timeline")?.dataset.lanes || 0) : 0;
+      el.hidden = grid.children.length + flat.children.length + heatmaps + timeline === 0;
       const n = flat.children.length;
       el.querySelector(".section-flat-count").textContent = n ? `· ${n} chart${n > 1 ? "s" : ""} at 0 on every step, drawn small` : "";
     }

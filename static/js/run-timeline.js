@@ -24,6 +24,7 @@
       note.textContent = data.steps ? "" : "No step has a timeline yet.";
       if (div.data) Plotly.purge(div);
       div.dataset.lanes = "0";
+      window.cohortSections?.show();
       return;
     }
     const origin = Math.min(...data.spans.map((s) => s.start));
@@ -44,8 +45,9 @@
       xaxis: { title: { text: "seconds from the first bar shown" }, zeroline: false },
       yaxis: { categoryorder: "array", categoryarray: [...data.lanes].reverse() }, showlegend: false,
     };
-    Plotly.react(div, traces, layout, { displaylogo: false, responsive: true });
     div.dataset.lanes = String(data.lanes.length);
+    window.cohortSections?.show(); // the Pipeline section shows once its timeline has bars
+    Plotly.react(div, traces, layout, { displaylogo: false, responsive: true });
     const [first, last] = data.steps;
     note.textContent = `Steps ${first} to ${last}` + (data.every > 1
       ? `: every ${data.every}th of the window's ${data.window_steps} steps, so the bars fit the page.` : ".");
@@ -78,7 +80,7 @@
       note.textContent = "The timeline could not be read; it is tried again with the next step.";
     } finally {
       state.reading = false;
-      if (state.pending) { state.pending = false; schedule(); }
+      if (state.pending) { state.pending = false; if (state.window) read(); else schedule(); }
     }
   }
 
@@ -91,7 +93,7 @@
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     state.window = { from: form.from_step.value, to: form.to_step.value };
-    read();
+    read(); // during a read: right after it
   });
   document.getElementById("timeline-newest").addEventListener("click", () => {
     state.window = null; form.from_step.value = ""; form.to_step.value = ""; read();

@@ -60,3 +60,19 @@ def test_the_timeline_draws_each_lane_grows_live_and_a_generation_bar_opens_its_
     page.mouse.move(x, y)
     page.mouse.click(x, y)
     page.wait_for_url(f"**/runs/{run.pk}/steps/5/")
+
+
+def test_a_run_trained_elsewhere_that_logs_only_bars_shows_its_timeline(page, asgi_server, make_user):
+    """An SDK run may call run.log_span and report no pipeline metric: its Pipeline section still shows,
+    for the timeline alone."""
+    bob = make_user("bob", password=PASSWORD)
+    run = make_run(bob, state=Run.State.RUNNING, name="bars only")
+    steps = [timed_step(s) for s in range(1, 4)]
+    for step in steps:
+        step["metrics"] = {"reward/mean": 0.5}
+    ingest(run, steps)
+    log_in(page, asgi_server, "bob")
+    page.goto(f"{asgi_server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('timeline')?.dataset.lanes === '3'")
+    page.wait_for_function("() => !document.getElementById('section-pipeline').hidden")
+    assert page.locator("#timeline .barlayer .point path").count() == 9

@@ -153,7 +153,8 @@ class Trajectory:
     components. Sampling info: ``teacher`` (MMGRPO teacher program), ``fork_point`` (MHGPO fork agent),
     ``group_id`` (the rollout group it was sampled in), ``parent_id`` (the trajectory it was forked
     from), ``policy_version`` (how many updates the weights that sampled it had had: the version v
-    whose staleness t - v the update t that trains it measures; ``None`` where nobody recorded it). ``failed`` with an ``error``: the program or a reward raised (``trainer.rollouts.failures``).
+    whose staleness t - v the update t that trains it measures; ``None`` where nobody recorded it).
+    ``failed`` with an ``error``: the program or a reward raised (``trainer.rollouts.failures``).
 
     Example::
 

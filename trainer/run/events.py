@@ -196,8 +196,8 @@ class StepEvent(TypedDict):
 def span_checked(span: Any) -> SpanEvent | None:
     """A timeline bar as every reader keeps it, or None for one that is not: a lane and a name (text
     within their bounds), a finite start and end (the earlier of the two is its start: a bar is the
-    time between them, and a schema cannot say which comes first), and a whole `policy_version`
-    (kept only when it is one)."""
+    time between them, and a schema cannot say which comes first), and, if any, a whole
+    `policy_version` (one that is not makes the bar none)."""
     if not isinstance(span, dict):
         return None
     lane, name = span.get("lane"), span.get("name")
@@ -205,7 +205,10 @@ def span_checked(span: Any) -> SpanEvent | None:
     if not (isinstance(lane, str) and 0 < len(lane) <= MAX_LANE and isinstance(name, str)
             and 0 < len(name) <= MAX_SPAN_NAME and start is not None and end is not None):
         return None
+    version = span.get("policy_version")
+    if version is not None and not step_in_bounds(version):
+        return None
     checked: SpanEvent = {"lane": lane, "name": name, "start": min(start, end), "end": max(start, end)}
-    if step_in_bounds(span.get("policy_version")):
-        checked["policy_version"] = span["policy_version"]
+    if version is not None:
+        checked["policy_version"] = version
     return checked

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-PIPELINE_PREFIX = "pipeline/"
-
 
 @dataclass(frozen=True)
 class StepTimes:
@@ -33,7 +31,9 @@ def sync_pipeline_metrics(times: StepTimes, *, sampled_by: Iterable[int | None] 
 
     A batch sampled by version v and trained at update t is t - v versions stale (the off-policy lag
     of asynchronous RL, AReaL's and TRL's `max_staleness`); the synchronous loop samples with the very
-    weights it then trains, so every rollout it records is 0 behind. trainer_wait_share = sampling_s / step_s: the trainer has nothing to train until the batch is
+    weights it then trains, so every rollout it records is 0 behind.
+
+    trainer_wait_share = sampling_s / step_s: the trainer has nothing to train until the batch is
     sampled. sampler_wait_share = (step_s - sampling_s) / step_s: the sampler has nothing to do
     until the next step's adapter is in place. A step too short to time (0 s) waited for nothing.
     """
@@ -55,7 +55,7 @@ def sync_pipeline_metrics(times: StepTimes, *, sampled_by: Iterable[int | None] 
 class StepSpans:
     """The step's timeline as the trainer's process lived it: a bar per span on its lane (the sampler,
     the trainer, the adapter hand-over), in seconds since the epoch so that lanes of other processes
-    line up with these. Each `span` is timed as a context; `events()` is the step event's `spans`."""
+    line up with these. `add` records one the caller timed; `events()` is the step event's `spans`."""
 
     def __init__(self) -> None:
         self._spans: list[dict] = []

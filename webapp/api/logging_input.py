@@ -223,7 +223,7 @@ def _spans(spans: Any, where: str) -> list[dict[str, Any]]:
     checked = []
     for k, span in enumerate(spans):
         bar = events.span_checked(span)
-        if bar is None or (span.get("policy_version") is not None and "policy_version" not in bar):
+        if bar is None:
             raise BadParam(f"{where}[{k}] must be a bar: a lane of 1 to {events.MAX_LANE} characters, a name of 1 "
                            f"to {events.MAX_SPAN_NAME}, a finite start and end (seconds), and optionally a whole "
                            "policy_version.")

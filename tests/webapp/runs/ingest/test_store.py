@@ -334,7 +334,8 @@ def test_a_steps_timeline_is_stored_with_it_and_a_bar_that_is_none_is_left_out(o
     good = {"lane": "sampler", "name": "generate", "start": 100.0, "end": 101.5, "policy_version": 0}
     backwards = {"lane": "trainer", "name": "update", "start": 102.0, "end": 101.5}  # the time between them
     event["spans"] = [good, backwards, {"lane": "", "name": "x", "start": 1, "end": 2},
-                      {"lane": "trainer", "name": "nan", "start": float("nan"), "end": 2}, "bar"]
+                      {"lane": "trainer", "name": "nan", "start": float("nan"), "end": 2}, "bar",
+                      {"lane": "sampler", "name": "generate", "start": 1, "end": 2, "policy_version": -1}]
     step_events_ingest(run, [event])
     assert StepMetric.objects.get(run=run).spans == [good, {**backwards, "start": 101.5, "end": 102.0}]
 
