@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from trainer.config.fields import ConfigError, _meta
 
+# Versions of lag a batch may have (AReaL trains well to 4; past 8 the truncated weights carry little).
+MAX_STALENESS = 8
+
 
 @dataclass
 class EngineFields:
@@ -29,6 +32,17 @@ class EngineFields:
         "hf backend: prompt x sample rows per generate call. 0: derived from the model's KV-cache size "
         "and max_new_tokens, so a call's cache stays within about 2 GiB (at most 256 rows).", "engine",
         when={"backend": ("hf",)}, bounds=">= 0"))
+    max_staleness: int = field(default=0, metadata=_meta(
+        "Sampling and training at the same time: while the trainer updates, a sampler process of its "
+        "own generates the next batches with the newest adapter it has, and a batch sampled by policy "
+        "version v trains at update t only if t - v <= max_staleness (at most this many batches wait). "
+        "0: sample, then train, in one process (the synchronous loop). 1 hides sampling behind training "
+        "at one version of lag (verl's one-step off-policy); each version more is more lag to correct, "
+        "for little more speed.", "engine", bounds="0 <= x <= 8"))
+    sampler_gpus: int = field(default=0, metadata=_meta(
+        "With max_staleness >= 1 on a machine with two GPUs or more: how many of them the sampler process "
+        "takes for itself (the last ones); the trainer keeps the others. 0: both share the trainer's GPU.",
+        "engine", bounds=">= 0"))
 
     def _check_engine_knobs(self):
         """Each engine's knobs are refused with the other backend, so a config says what ran."""
@@ -42,6 +56,7 @@ class EngineFields:
         if not isinstance(self.hf_generate_rows, int) or isinstance(self.hf_generate_rows, bool) or self.hf_generate_rows < 0:
             raise ConfigError("hf_generate_rows", f"hf_generate_rows must be 0 (derived) or a whole number of rows, "
                               f"not {self.hf_generate_rows!r}.")
+        self._check_pipeline()
         if self.backend != "vllm":
             if self.vllm_enable_sleep_mode:
                 raise ConfigError("vllm_enable_sleep_mode", "sleep mode is a vLLM engine option: choose backend "
@@ -52,3 +67,24 @@ class EngineFields:
         elif self.hf_generate_rows:
             raise ConfigError("hf_generate_rows", "hf_generate_rows sets the hf backend's generate calls: leave "
                               "it 0 with backend 'vllm', which schedules its own batches.")
+
+    def _check_pipeline(self):
+        """The asynchronous pipeline's settings (docs/explanation/the-asynchronous-pipeline.md)."""
+        for name in ("max_staleness", "sampler_gpus"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(name, f"{name} must be a whole number of at least 0, not {value!r}.")
+        if self.max_staleness > MAX_STALENESS:
+            raise ConfigError("max_staleness", f"max_staleness is at most {MAX_STALENESS} (versions of lag the "
+                              f"off-policy correction can still carry), not {self.max_staleness}.")
+        if not self.max_staleness:
+            if self.sampler_gpus:
+                raise ConfigError("sampler_gpus", "sampler_gpus gives GPUs to the sampler process, which only "
+                                  "runs with max_staleness >= 1: raise max_staleness or leave sampler_gpus 0.")
+            return
+        if self.num_processes > 1 or self.sharding == "fsdp":
+            raise ConfigError("max_staleness", "the sampler process feeds one trainer process: use num_processes 1 "
+                              "and sharding 'ddp' with max_staleness >= 1, or max_staleness 0 for many ranks.")
+        if self.vllm_enable_sleep_mode:
+            raise ConfigError("vllm_enable_sleep_mode", "sleep mode hands the GPU to the update between samplings; "
+                              "with max_staleness >= 1 both run at once, so turn sleep mode off.")

@@ -47,13 +47,13 @@ class OptimFields:
         "of a step. Old log-probs come from before the first optimizer step, so from the second one on "
         "the clip bites.", "optim", bounds=">= 1"))
     importance_sampling_correction: bool = field(default=True, metadata=_meta(
-        "Where the sampler reports its log-probs (vLLM), weight each token's loss by "
-        "min(p_trainer / p_sampler, cap): corrects for sampler and trainer computing slightly "
-        "different policies (TRL's vllm_importance_sampling_correction).", "optim",
-        when={"backend": ("vllm",)}))
+        "Where the sampler is another copy of the policy (vLLM, or the sampler process of "
+        "max_staleness >= 1), weight each token's loss by min(p_trainer / p_sampler, cap): corrects for "
+        "sampler and trainer computing slightly different policies (TRL's "
+        "vllm_importance_sampling_correction), or an older one (decoupled PPO, as in AReaL).", "optim"))
     importance_sampling_cap: float = field(default=2.0, metadata=_meta(
         "Upper bound of the importance-sampling weight (truncated importance sampling).", "optim",
-        when={"backend": ("vllm",), "importance_sampling_correction": ("true",)}, bounds=">= 1"))
+        when={"importance_sampling_correction": ("true",)}, bounds=">= 1"))
 
     def _check_optim_numbers(self):
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):

@@ -50,8 +50,9 @@ class RunParts:
     tokenizer: Any
     prompt_format: str
     updater: PolicyUpdater
-    backend: Any
+    backend: Any  # the trainer's own sampler: the training batches' unless a sampler process has them
     gate: StepGate
+    model_path: str = ""
 
 
 def build_run(config: RunConfig, *, ranks: Ranks = SINGLE, model_cache_dir: str | Path | None = None,
@@ -100,7 +101,7 @@ def build_run(config: RunConfig, *, ranks: Ranks = SINGLE, model_cache_dir: str 
         teachers={name: FormattedProgram(t, tokenizer, prompt_format) for name, t in teachers.items()},
         reward_fns=reward_fns, scorer=scorer, stream=ExampleStream(train, seed=config.seed), dev_examples=dev,
         device=device, system=system, model=model, tokenizer=tokenizer, prompt_format=prompt_format,
-        updater=updater, backend=backend, gate=StepGate.from_env())
+        updater=updater, backend=backend, gate=StepGate.from_env(), model_path=str(model_path))
 
 
 def program_options(config: RunConfig) -> dict[str, Any]:
@@ -140,36 +141,63 @@ def update_config(config: RunConfig) -> UpdateConfig:
         scheduler=c.lr_scheduler, warmup_steps=c.warmup_steps,
         total_steps=c.steps * c.optimizer_steps_per_step(), max_context_length=c.max_context_length, seed=c.seed,
         dr_grpo_max_len=c.max_new_tokens, importance_sampling_correction=c.importance_sampling_correction,
-        importance_sampling_cap=c.importance_sampling_cap, sampler_is_policy=c.backend == "hf",
+        importance_sampling_cap=c.importance_sampling_cap, sampler_is_policy=c.backend == "hf" and not c.max_staleness,
         token_topk=c.token_topk if c.token_details != "off" else None,
     )
 
 
 def make_backend(config: RunConfig, model: Any, tokenizer: Any, model_path: str, device: torch.device) -> Any:
-    """The sampler the config names: the policy model itself (`hf`), or vLLM holding its own copy."""
-    from trainer.backends import get_backend
+    """The trainer's own sampler: the one the config names, the policy model itself (`hf`) or vLLM holding
+    its own copy. With a sampler process (`max_staleness >= 1`) the training batches are sampled there,
+    and the trainer keeps the policy model itself for the rest (the evaluations, a prompt phase)."""
+    if config.backend == "vllm" and not config.max_staleness:
+        return vllm_backend(config, tokenizer, model_path, device, model.get_base_model().config)
+    return hf_backend(config, model, tokenizer)
 
+
+def sampler_backend(config: RunConfig, model_path: str, device: torch.device) -> tuple[Any, Any]:
+    """(backend, tokenizer) of a sampler process: the engine the config names, on its own copy of the
+    base model, with LoRA's initial adapter (policy version 0) until it is sent a trained one."""
+    if config.backend == "vllm":
+        from transformers import AutoConfig, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        return vllm_backend(config, tokenizer, model_path, device, AutoConfig.from_pretrained(model_path)), tokenizer
     c = config
-    if c.backend == "vllm":
-        dtype = str(resolve_dtype(c, device)).removeprefix("torch.")
-        try:
-            return get_backend("vllm", model_path=model_path, tokenizer=tokenizer, max_lora_rank=c.lora_r,
-                               seed=c.seed, dtype=dtype, gpu_memory_utilization=c.vllm_gpu_memory_utilization,
-                               max_model_len=engine_max_model_len(c, model),
-                               enable_sleep_mode=c.vllm_enable_sleep_mode)
-        except ValueError as exc:
-            if "sleep mode" in str(exc):
-                raise ConfigError("vllm_enable_sleep_mode", str(exc)) from None
-            raise
+    model, tokenizer = load_policy_model(
+        model_path, device=device, dtype=resolve_dtype(c, device), gradient_checkpointing=False, r=c.lora_r,
+        alpha=c.lora_alpha, dropout=c.lora_dropout, targets=c.lora_targets, seed=c.seed)
+    return hf_backend(config, model, tokenizer), tokenizer
+
+
+def hf_backend(config: RunConfig, model: Any, tokenizer: Any) -> Any:
+    from trainer.backends import get_backend
     from trainer.backends.hf import default_generate_rows
 
-    rows = c.hf_generate_rows or default_generate_rows(model, c.max_new_tokens)
+    rows = config.hf_generate_rows or default_generate_rows(model, config.max_new_tokens)
     return get_backend("hf", model=model, tokenizer=tokenizer, batch_size=rows)
 
 
-def engine_max_model_len(config: RunConfig, model: Any) -> int:
-    """vllm_max_model_len, else max_context_length within the model's own positions."""
+def vllm_backend(config: RunConfig, tokenizer: Any, model_path: str, device: torch.device, model_config: Any) -> Any:
+    from trainer.backends import get_backend
+
+    c = config
+    dtype = str(resolve_dtype(c, device)).removeprefix("torch.")
+    try:
+        return get_backend("vllm", model_path=model_path, tokenizer=tokenizer, max_lora_rank=c.lora_r,
+                           seed=c.seed, dtype=dtype, gpu_memory_utilization=c.vllm_gpu_memory_utilization,
+                           max_model_len=engine_max_model_len(c, model_config),
+                           enable_sleep_mode=c.vllm_enable_sleep_mode)
+    except ValueError as exc:
+        if "sleep mode" in str(exc):
+            raise ConfigError("vllm_enable_sleep_mode", str(exc)) from None
+        raise
+
+
+def engine_max_model_len(config: RunConfig, model_config: Any) -> int:
+    """vllm_max_model_len, else max_context_length within the model's own positions (`model_config`:
+    the base model's transformers config)."""
     if config.vllm_max_model_len:
         return config.vllm_max_model_len
-    positions = getattr(model.get_base_model().config, "max_position_embeddings", None)
+    positions = getattr(model_config, "max_position_embeddings", None)
     return min(config.max_context_length, positions or config.max_context_length)

@@ -28,13 +28,26 @@ from trainer.rollouts.sampling import fork_on_first
 from trainer.rollouts.trajectory import Trajectory, jsonable
 from trainer.run.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.run.compose import RunParts, build_run
-from trainer.run.pipeline import StepSpans, StepTimes, sync_pipeline_metrics
+from trainer.run.async_pipeline import AsyncPipeline
+from trainer.run.pipeline import StepSpans, StepTimes, async_pipeline_metrics, sync_pipeline_metrics
 from trainer.run.reporting import Reporter
 from trainer.run.rollouts import StepSampler
 from trainer.run.setup import visible_gpus
 from trainer.run.token_details import StepTokenDetails
 
 KEEP_CHECKPOINTS = 3
+
+
+@dataclass
+class Learned:
+    """What a step's update made of its scored batch."""
+
+    groups: list[ModuleGroup]
+    rewards: Any
+    advantages: Any
+    batch: list[Any]  # the PolicyExamples it trained on
+    updated: bool
+    update_stats: dict[str, float]
 
 
 @dataclass
@@ -67,9 +80,13 @@ class Trainer:
                               if config.token_details != "off" else None)
         self.step = 0
         self._adapter_version = 0  # adapters handed to a sampler with its own weights (vLLM)
+        self.pipeline: AsyncPipeline | None = None  # the sampler process, while a max_staleness >= 1 run trains
+        self._resumed_pipeline: dict[str, int] = {}
 
     # --- one step --------------------------------------------------------------------------------
     def train_step(self, step: int) -> StepResult:
+        if self.pipeline is not None:
+            return self._train_async_step(step)
         started, wall = time.perf_counter(), time.time()  # wall: the timeline's clock, shared by processes
         spans = StepSpans()
         self.parts.system.start_step()
@@ -92,45 +109,103 @@ class Trainer:
         spans.add("sampler", f"generate the batch for update {sampled_by + 1} with version {sampled_by}",
                   wall, wall + (sampled - started), policy_version=sampled_by)
         self.parts.system.sampled()
-        groups, rewards, advantages = self.parts.scorer.groups_and_advantages(trajectories, step)
-        assign_advantages(groups, advantages)
-        batch = self.sampler.policy_examples(groups, set(by_id))
-        # Every rank joins the update when the whole batch has calls, even with none of its own.
         sleep = getattr(self.parts.backend, "sleep", None)
         if sleep is not None:
             sleep()  # vLLM's sleep mode: the engine gives the GPU to the update until it samples again
-        updated = any(g.members for g in groups)
-        update_started = time.time()
-        spans.add("trainer", "groups and advantages", wall + (sampled - started), update_started)
-        update_stats = self.parts.updater.update(batch) if updated else {}
-        if updated:
-            spans.add("trainer", f"update {sampled_by + 1}: old log-probs, forward and backward, optimizer steps",
-                      update_started, time.time())
+        learned = self._learn(trajectories, set(by_id), step, spans, wall + (sampled - started))
         adapter_sync_s = 0.0  # a sampler that shares the trained weights (hf) needs no hand-over
-        if self.config.backend == "vllm" and batch:
+        if self.config.backend == "vllm" and learned.batch:
             adapter_started, adapter_wall = time.perf_counter(), time.time()
             self._publish_adapter()
             adapter_sync_s = time.perf_counter() - adapter_started
             spans.add("adapter", f"save and load adapter v{self._adapter_version}", adapter_wall,
                       adapter_wall + adapter_sync_s)
         metrics_started = time.time()
-        system = self.parts.system.finish()
-        metrics = self.parts.scorer.metrics(trajectories, groups, rewards, advantages, update_stats)
-        if self.token_details is not None:  # each call's tokens, and the tokens/... metrics
-            metrics.update(self.token_details.attach(
-                trajectories, groups, batch, self.parts.updater.last_token_details if updated else [],
-                self.sampler.samples, set(by_id)))
-        metrics.update(system)
+        metrics = self._step_metrics(learned, trajectories, set(by_id))
         step_s = time.perf_counter() - started
         metrics.update({"time/step_s": step_s, "time/sampling_s": sampled - started,
-                        "time/update_s": update_stats.get("seconds", 0.0)})
+                        "time/update_s": learned.update_stats.get("seconds", 0.0)})
         metrics.update(sync_pipeline_metrics(StepTimes(step_s, sampled - started, adapter_sync_s),
                                              sampled_by=[t.policy_version for t in trajectories],
-                                             trainer_version=self.parts.updater.updates - int(updated)))
+                                             trainer_version=self.parts.updater.updates - int(learned.updated)))
         if self.ranks.distributed:
-            metrics.update(self._rank_timings(rank_sampling_s, update_stats.get("rank_seconds", 0.0)))
+            metrics.update(self._rank_timings(rank_sampling_s, learned.update_stats.get("rank_seconds", 0.0)))
         spans.add("trainer", "metrics and token details", metrics_started, time.time())
-        return StepResult(metrics, trajectories, groups, spans)
+        return StepResult(metrics, trajectories, learned.groups, spans)
+
+    def _train_async_step(self, step: int) -> StepResult:
+        """A step of the asynchronous pipeline: train on the batch the sampler process sampled ahead
+        (at most max_staleness versions behind), hand it the new adapter, and time both lanes."""
+        started, wall = time.perf_counter(), time.time()
+        spans = StepSpans()
+        self.parts.system.start_step()
+        version = self.parts.updater.updates
+        taken = self.pipeline.take(version, self.config.steps - step + 1)
+        batch = taken.batch
+        for lost in taken.dropped:
+            spans.add("sampler", f"dropped: the batch sampled with version {lost.policy_version}, "
+                      f"{version - lost.policy_version} versions behind", lost.start, lost.end,
+                      policy_version=lost.policy_version)
+        spans.add("sampler", f"generate the batch for update {version + 1} with version {batch.policy_version}",
+                  batch.start, batch.end, policy_version=batch.policy_version)
+        for load in batch.adapter_loads:
+            spans.add("adapter", f"load adapter v{load['version']}", load["start"], load["end"])
+        self.sampler.samples = batch.samples  # each call's token ids and log-probs, for the update
+        by_id = dict(zip(taken.ids, taken.examples, strict=True))
+        scoring = time.time()
+        trajectories = self.parts.scorer.score(batch.trajectories, by_id)
+        raise_if_mostly_errors(trajectories, f"step {step}")
+        self.parts.system.sampled()
+        spans.add("trainer", "score the rollouts", scoring, time.time())
+        learned = self._learn(trajectories, set(by_id), step, spans, time.time())
+        adapter_sync_s = 0.0
+        if learned.updated and step < self.config.steps:  # the last update samples nothing more
+            save_start, save_end = self.pipeline.publish(self.parts.updater.updates)
+            spans.add("adapter", f"save adapter v{self.parts.updater.updates}", save_start, save_end)
+            loads = [load["end"] - load["start"] for load in batch.adapter_loads]
+            adapter_sync_s = (save_end - save_start) + (loads[-1] if loads else 0.0)
+        metrics_started = time.time()
+        metrics = self._step_metrics(learned, trajectories, set(by_id))
+        step_s = time.perf_counter() - started
+        metrics.update({"time/step_s": step_s, "time/sampling_s": batch.end - batch.start,
+                        "time/update_s": learned.update_stats.get("seconds", 0.0)})
+        metrics.update(async_pipeline_metrics(
+            step_s=step_s, trainer_wait_s=taken.wait_s,
+            sampler_busy_s=self.pipeline.sampler_busy_s(wall, wall + step_s),
+            staleness=version - batch.policy_version, dropped=len(taken.dropped),
+            dropped_in_flight=self.pipeline.dropped_in_flight, queue_depth=taken.queue_depth,
+            adapter_sync_s=adapter_sync_s))
+        self.pipeline.dropped_in_flight = 0  # reported once, at the first step after the resume
+        spans.add("trainer", "metrics and token details", metrics_started, time.time())
+        return StepResult(metrics, trajectories, learned.groups, spans)
+
+    def _learn(self, trajectories: list[Trajectory], local_ids: set[str], step: int, spans: StepSpans,
+               scored_at: float) -> Learned:
+        """Groups, advantages and the policy update on a scored batch (MMGRPO Eq. 1, MHGPO, GDPO)."""
+        groups, rewards, advantages = self.parts.scorer.groups_and_advantages(trajectories, step)
+        assign_advantages(groups, advantages)
+        batch = self.sampler.policy_examples(groups, local_ids)
+        # Every rank joins the update when the whole batch has calls, even with none of its own.
+        updated = any(g.members for g in groups)
+        update_started = time.time()
+        spans.add("trainer", "groups and advantages", scored_at, update_started)
+        version = self.parts.updater.updates
+        update_stats = self.parts.updater.update(batch) if updated else {}
+        if updated:
+            spans.add("trainer", f"update {version + 1}: old log-probs, forward and backward, optimizer steps",
+                      update_started, time.time())
+        return Learned(groups, rewards, advantages, batch, updated, update_stats)
+
+    def _step_metrics(self, learned: Learned, trajectories: list[Trajectory], local_ids: set[str]) -> dict[str, float]:
+        system = self.parts.system.finish()
+        metrics = self.parts.scorer.metrics(trajectories, learned.groups, learned.rewards, learned.advantages,
+                                            learned.update_stats)
+        if self.token_details is not None:  # each call's tokens, and the tokens/... metrics
+            metrics.update(self.token_details.attach(
+                trajectories, learned.groups, learned.batch,
+                self.parts.updater.last_token_details if learned.updated else [], self.sampler.samples, local_ids))
+        metrics.update(system)
+        return metrics
 
     def _rank_timings(self, sampling_s: float, update_s: float) -> dict[str, float]:
         """Each rank's own sampling and update time (before it waited for the others), so a straggler
@@ -173,9 +248,11 @@ class Trainer:
         policy_state = self.parts.updater.state_dict()
         if not self.ranks.is_main:
             return None
+        trainer_state = {"step": self.step, "cursor": self.parts.stream.cursor, "attempt": self.attempt}
+        if self.pipeline is not None:  # the batches drawn past this step are lost with the sampler on a resume
+            trainer_state.update(batches=self.pipeline.batches_drawn, in_flight=len(self.pipeline.in_flight))
         path = save_checkpoint(self.checkpoint_root, self.step, policy_state=policy_state,
-                               trainer_state={"step": self.step, "cursor": self.parts.stream.cursor, "attempt": self.attempt},
-                               config=self.config.to_dict())
+                               trainer_state=trainer_state, config=self.config.to_dict())
         prune_checkpoints(self.checkpoint_root, KEEP_CHECKPOINTS)
         return path
 
@@ -188,7 +265,10 @@ class Trainer:
         self.parts.updater.load_state_dict(policy_state)
         self.parts.stream.cursor = int(trainer_state["cursor"])
         self.step = int(trainer_state["step"])
-        if self.config.backend == "vllm":
+        if self.config.max_staleness:  # the new sampler process gets the restored adapter when it starts
+            self._resumed_pipeline = {"first_batch": int(trainer_state.get("batches", self.step)) + 1,
+                                      "dropped_in_flight": int(trainer_state.get("in_flight", 0))}
+        elif self.config.backend == "vllm":
             self._publish_adapter()
         return self.step
 
@@ -225,6 +305,10 @@ class Trainer:
             if c.eval_before and self.step == 0:  # the program before its weights train, as step 0
                 self.reporter.step(jsonable({"attempt": self.attempt, "step": 0, "metrics": self.evaluate(0),
                                              "rollouts": [], "groups": []}))
+            if c.max_staleness and self.step < c.steps:
+                # after a prompt phase: the sampler process samples with the prompts it chose
+                self.pipeline = AsyncPipeline(self.parts, self.run_dir, **self._resumed_pipeline)
+                self.pipeline.start(self.parts.updater.updates)
             while self.step < c.steps:
                 if main:
                     self.parts.gate.named(self.run_dir.name).wait_for(self.step + 1, self.reporter.should_stop)
@@ -251,6 +335,10 @@ class Trainer:
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")
             raise
+        finally:  # cancelled, pruned, failed or done: the sampler process ends with the loop
+            if self.pipeline is not None:
+                self.pipeline.close()
+                self.pipeline = None
         # the trained weights on their own, for whoever uses the model next (vLLM, PEFT, cohort.dspy),
         # here or on another machine: they name the run's model id, not this machine's model folder
         from trainer.models import adapter_readme

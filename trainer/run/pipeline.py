@@ -2,7 +2,7 @@
 trained batch was.
 
 Every run reports them, so the run page's Pipeline section answers "do generation and training
-overlap?" for any run. In the synchronous loop (`max_staleness = 0`, today's only loop) they do not:
+overlap?" for any run. In the synchronous loop (`max_staleness = 0`) they do not:
 the trainer waits while the batch is sampled and the sampler waits while the trainer scores, updates
 and hands over the adapter, so the two wait shares add up to the whole step, the batch is always
 sampled by the weights being trained (staleness 0) and no batch waits in a queue or is dropped.
@@ -49,6 +49,31 @@ def sync_pipeline_metrics(times: StepTimes, *, sampled_by: Iterable[int | None] 
         "pipeline/trainer_wait_share": trainer_wait,
         "pipeline/sampler_wait_share": (1.0 - trainer_wait) if step_s > 0 else 0.0,
         "pipeline/adapter_sync_s": max(times.adapter_sync_s, 0.0),
+    }
+
+
+def async_pipeline_metrics(*, step_s: float, trainer_wait_s: float, sampler_busy_s: float, staleness: int,
+                           dropped: int, dropped_in_flight: int, queue_depth: int,
+                           adapter_sync_s: float) -> dict[str, float]:
+    """`pipeline/...` of a step of the asynchronous pipeline (`max_staleness >= 1`).
+
+    trainer_wait_share = the time the trainer waited for its batch / step_s; sampler_wait_share = the
+    time within the step the sampler generated nothing / step_s. With the two overlapping, both can be
+    near 0; their sum is the idle share of the two processes together (1 in the synchronous loop).
+    staleness: t - v of the trained batch (one policy version samples a whole batch, so its mean and
+    its max are the same); queue_depth: the batches left in the sampler's hands when the update started.
+    """
+    step_s = max(step_s, 0.0)
+    share = (lambda seconds: min(max(seconds, 0.0) / step_s, 1.0)) if step_s > 0 else (lambda _: 0.0)
+    return {
+        "pipeline/staleness/mean": float(staleness),
+        "pipeline/staleness/max": float(staleness),
+        "pipeline/dropped_stale": float(dropped),
+        "pipeline/dropped_in_flight": float(dropped_in_flight),
+        "pipeline/queue_depth": float(queue_depth),
+        "pipeline/trainer_wait_share": share(trainer_wait_s),
+        "pipeline/sampler_wait_share": 1.0 - share(sampler_busy_s) if step_s > 0 else 0.0,
+        "pipeline/adapter_sync_s": max(adapter_sync_s, 0.0),
     }
 
 

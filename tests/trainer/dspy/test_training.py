@@ -128,3 +128,41 @@ def test_program_state_is_refused_for_a_program_that_cannot_load_one(tmp_path, m
     config = RunConfig(program="toy", steps=1, program_state=str(tmp_path / "state.json"))
     with pytest.raises(ConfigError, match="does not load a saved DSPy state"):
         Trainer(config, tmp_path / "run", Quiet(), model_cache_dir=model_cache)
+
+
+@pytest.mark.parametrize(("strategy", "estimator"), [("mhgpo", "grpo"), ("mmgrpo", "gdpo")])
+def test_a_dspy_program_trains_on_the_asynchronous_pipeline(tmp_path, train_file, model_cache, strategy, estimator):
+    """The sampler process runs the DSPy program (its signatures travel by cloudpickle), and MHGPO's forks
+    by replay; the trainer groups (MHGPO's forks, MMGRPO's modules), normalizes (GRPO, GDPO's per reward)
+    and updates on batches one version behind."""
+    from trainer.run.loop import Trainer
+
+    class Kept(Quiet):
+        events: list = []
+
+        def step(self, event):
+            super().step(event)
+            self.events.append(event)
+
+    config = RunConfig(
+        program="dspy_multihop", train_data=str(train_file), steps=3, examples_per_step=2, group_size=G,
+        rollouts_per_example=G, max_new_tokens=8, max_context_length=1024, temperature=1.5, eval_every=0,
+        checkpoint_every=0, seed=0, rewards=[{"name": "dspy_overlap"}, {"name": "dspy_concise"}],
+        strategy=strategy, estimator=estimator, max_staleness=1, **({"sampling": "fof"} if strategy == "mhgpo" else {}))
+    reporter = Kept()
+    trainer = Trainer(config, tmp_path / "run", reporter, model_cache_dir=model_cache)
+    try:
+        assert trainer.run() == "succeeded"
+    finally:
+        trainer.close()
+    assert [e["step"] for e in reporter.events] == [1, 2, 3]
+    for event in reporter.events:
+        (version,) = {r["policy_version"] for r in event["rollouts"]}
+        assert event["metrics"]["pipeline/staleness/max"] == event["step"] - 1 - version <= 1
+        if strategy == "mhgpo":
+            forks = [r for r in event["rollouts"] if r["example_id"] == "three-hops" and r["fork_point"] == "query"]
+            assert len(forks) == G
+        else:
+            assert {g["module"] for g in event["groups"]} == {"query", "answer"}
+        assert math.isfinite(event["metrics"]["loss"])
+        assert {"reward/dspy_overlap", "reward/dspy_concise"} <= set(event["metrics"])

@@ -89,3 +89,33 @@ def test_sleep_mode_is_refused_beside_its_field_where_the_engine_lacks_it_and_us
     with pytest.raises(ConfigError, match="no sleep mode .*turn vllm_enable_sleep_mode off") as info:
         Trainer(config, tmp_path / "run", ListReporter(), model_cache_dir=smollm2_dir.parent)
     assert info.value.field == "vllm_enable_sleep_mode"
+
+
+def test_max_staleness_0_samples_and_trains_exactly_as_the_synchronous_loop_did(tmp_path, smollm2_dir):
+    from tests.trainer.run.sync_golden import assert_matches_golden, run_numbers
+
+    assert_matches_golden(run_numbers("vllm", tmp_path / "run", smollm2_dir.parent, max_staleness=0), "vllm")
+
+
+def test_the_vllm_engine_samples_in_its_own_process_while_the_trainer_updates(tmp_path, smollm2_dir):
+    reporter = ListReporter()
+    state, trainer = train(vllm_config(steps=3, max_staleness=1, checkpoint_every=0), tmp_path / "run",
+                           smollm2_dir.parent, reporter)
+    assert state == "succeeded" and [e["step"] for e in reporter.events] == [1, 2, 3]
+    assert trainer.parts.backend.name == "hf"  # the trainer's own engine: vLLM lives in the sampler process
+    loaded = []
+    for event in reporter.events:
+        metrics, step = event["metrics"], event["step"]
+        (version,) = {r["policy_version"] for r in event["rollouts"]}
+        assert metrics["pipeline/staleness/max"] == step - 1 - version <= 1
+        # The engine's log-probs are those of version v, the trainer's of version t: with no lag the two
+        # engines agree as in the synchronous loop; one version behind, the truncated weight carries the lag.
+        if step - 1 == version:
+            assert 0 <= metrics["mismatch/abs_logprob_diff"] < 1e-3
+        else:
+            assert metrics["mismatch/abs_logprob_diff"] > 1e-3
+        assert 0.5 < metrics["is_weight/ess_share"] <= 1 and metrics["is_weight/max"] <= 2.0  # the cap
+        (generated,) = [s for s in event["spans"] if s["lane"] == "sampler"]
+        assert generated["policy_version"] == version
+        loaded += [s["name"] for s in event["spans"] if s["name"].startswith("load adapter")]
+    assert loaded and set(loaded) <= {"load adapter v1", "load adapter v2"}
