@@ -60,6 +60,7 @@
   const PIPELINE_SERIES = {
     trainer_wait_share: ["pipeline/wait", "trainer"], sampler_wait_share: ["pipeline/wait", "sampler"],
     queue_depth: ["pipeline/queue", "waiting"], dropped_stale: ["pipeline/queue", "dropped (stale)"],
+    dropped_in_flight: ["pipeline/queue", "dropped at resume"],
   };
   const SYSTEM_FAMILY = { gpu_mem_allocated_gb: "system/memory", gpu_mem_reserved_gb: "system/memory",
                           gpu_mem_peak_gb: "system/memory", sample_s: "system/time", update_s: "system/time" };

@@ -57,7 +57,7 @@ def test_each_field_shows_only_under_the_choices_that_read_it(page, screenshot, 
     open_form(page, asgi_server)
     # The defaults (grpo, hf, estimator grpo, the toy program): none of the other strategies' knobs.
     for name in ("teacher_rollouts", "sampling", "fork_probabilities", "gdpo_batch_norm", "vllm_enable_sleep_mode",
-                 "importance_sampling_correction", "importance_sampling_cap", "program_state", "prompt_optimizer"):
+                 "program_state", "prompt_optimizer"):
         expect(page.locator(f"#field-{name}")).to_be_hidden()
     for name in ("padding", "hf_generate_rows", "strategy", "estimator", "backend", "rewards"):
         expect(page.locator(f"#field-{name}")).to_be_visible()

@@ -6,7 +6,9 @@ round: each registers here from its AppConfig.ready(), and this registry imports
 - run page extras: context the run page and the compare page add about their runs
   (webapp/experiments/apps.py: the experiments the runs belong to);
 - launch actions: another submit button of the launch form, which launches something else from the
-  same validated form (webapp/experiments/apps.py: "Launch experiment").
+  same validated form (webapp/experiments/apps.py: "Launch experiment");
+- the lab's GPUs: the most GPUs one worker may use, so the launch form shows a setting that needs
+  several (`sampler_gpus`) only where it applies (webapp/scheduling/apps.py counts them).
 
 Registering under a name again replaces the entry, so a ready() that runs twice registers once.
 """
@@ -31,6 +33,7 @@ class LaunchAction:
 _badge_counter: list[Callable[[Any], int]] = []  # at most one: whoever counts the topbar's alert badge
 _page_extras: dict[str, Callable[[list], dict[str, Any]]] = {}
 _launch_actions: dict[str, LaunchAction] = {}
+_gpu_counter: list[Callable[[], int]] = []  # at most one: whoever knows the lab's workers
 
 
 # --- the alert badge ----------------------------------------------------------------------------
@@ -75,3 +78,14 @@ def launch_actions_offered(task) -> list[str]:
     if task is None:
         return []
     return [button for button, action in _launch_actions.items() if action.offered(task)]
+
+
+# --- the lab's GPUs -----------------------------------------------------------------------------
+def register_gpu_counter(counter: Callable[[], int]) -> None:
+    """`counter()`: the most GPUs one of the lab's workers may use (0: CPU workers only)."""
+    _gpu_counter[:] = [counter]
+
+
+def most_gpus_per_worker() -> int | None:
+    """The most GPUs one worker may use (None: no app counts them, so nothing is hidden for want of GPUs)."""
+    return _gpu_counter[0]() if _gpu_counter else None

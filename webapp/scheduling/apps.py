@@ -5,3 +5,9 @@ class SchedulingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "webapp.scheduling"
     verbose_name = "Scheduling"
+
+    def ready(self):
+        from webapp.runs.hooks import register_gpu_counter
+        from webapp.scheduling.selectors import most_gpus_per_worker
+
+        register_gpu_counter(most_gpus_per_worker)  # the launch form's sampler_gpus (webapp/runs/hooks.py)

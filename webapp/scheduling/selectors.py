@@ -3,6 +3,7 @@
 from django.db.models import Max
 
 from webapp.runs.models import Run
+from webapp.scheduling.models import Worker
 
 
 def _fair_order(runs: list[Run]) -> list[Run]:
@@ -73,3 +74,9 @@ def workers_with_runs(active: list[Run]) -> list:
     for worker in workers:
         worker.runs = by_worker.get(worker.name, [])
     return workers
+
+
+def most_gpus_per_worker() -> int:
+    """The most GPUs one worker that reported in may use (0: none has, or only CPU workers): the most a
+    run can be given, as each worker reports itself when it starts (services.worker_report)."""
+    return Worker.objects.aggregate(most=Max("gpu_count"))["most"] or 0

@@ -40,7 +40,7 @@ from webapp.runs.launch.error_summary import (
 )
 from webapp.runs.launch.limits import limits_over_for_staff
 from webapp.runs.launch.model_offer import model_offer
-from webapp.runs.launch.widgets import program_option_attrs, reward_registry, shown_when
+from webapp.runs.launch.widgets import fields_out_of_reach, program_option_attrs, reward_registry, shown_when
 from webapp.runs.models import Program
 from webapp.runs.selectors import launchable_tasks, run_move_targets
 
@@ -234,6 +234,15 @@ class RunLaunchForm(forms.Form):
         return [(e.value, e.note) for g in self.model_groups if g.key in ("builtin", "allowed")
                 for e in g.entries if not e.prefix]
 
+    @cached_property
+    def _out_of_reach(self) -> set[str]:
+        return fields_out_of_reach()
+
+    def hidden_for_machine(self) -> list[forms.BoundField]:
+        """The settings no worker has the GPUs for (`sampler_gpus` without a 2-GPU worker), posted hidden
+        with their values; one showing an error stays in view (grouped_fields)."""
+        return [self[name] for name in sorted(self._out_of_reach) if not self[name].errors]
+
     def reward_registry(self) -> dict[str, Any]:
         """The rewards the reward editor offers (webapp.runs.launch.widgets), for `json_script`."""
         return reward_registry()
@@ -244,7 +253,10 @@ class RunLaunchForm(forms.Form):
         names the group's section of the manual's settings reference (#group-<key>)."""
         groups: dict[str, list[forms.BoundField]] = {
             "task": [self["project"], self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
+        hidden = {bound.name for bound in self.hidden_for_machine()}
         for f in CONFIG_FIELDS:
+            if f.name in hidden:
+                continue
             bound = self[f.name]
             bound.shown_when = shown_when(f.name)  # the wrapper's data-shown-when (launch-form.js)
             groups.setdefault(f.metadata.get("group", "model"), []).append(bound)

@@ -13,6 +13,11 @@ from typing import Any
 from trainer.config import PROGRAM_OPTIMIZES_PROMPTS, RunConfig
 from trainer.programs import PROGRAMS, program_info
 from trainer.rewards import list_rewards, unavailable_rewards
+from webapp.runs.hooks import most_gpus_per_worker
+
+# Settings that apply only on a worker with at least this many GPUs: the form leaves them out of view
+# (posted as they are, hidden) where no worker has them.
+GPUS_NEEDED = {"sampler_gpus": 2}
 
 
 def shown_when(field_name: str) -> str | None:
@@ -21,6 +26,13 @@ def shown_when(field_name: str) -> str | None:
     program's own property (its `<option data-optimizes-prompts>`)."""
     condition = RunConfig.field_conditions().get(field_name)
     return json.dumps(condition) if condition else None
+
+
+def fields_out_of_reach() -> set[str]:
+    """The settings of GPUS_NEEDED that no worker of this lab has the GPUs for (none when no app counts
+    the workers' GPUs)."""
+    most = most_gpus_per_worker()
+    return set() if most is None else {name for name, need in GPUS_NEEDED.items() if most < need}
 
 
 def optimizes_prompts(program_name: str) -> bool:

@@ -62,3 +62,20 @@ def test_the_page_loads_the_scripts_and_the_model_picker(page):
     assert re.search(r'<script src="[^"]*js/reward-editor\.js" defer>', page)
     assert re.search(r'<div class="model-picker" id="model-picker" hidden>', page)
     assert 'data-model="builtin:tiny"' in page
+
+
+def test_sampler_gpus_is_in_view_only_where_a_worker_has_two_gpus(client, owner):
+    from webapp.scheduling.services import worker_report
+
+    catalog_sync()
+    client.force_login(owner)
+
+    def form_page() -> str:
+        return client.get(reverse("runs:new"), {"task": Task.objects.get(name="toy").pk}).content.decode()
+
+    worker_report("gpu1@a", host="a", gpu_name="NVIDIA H100", gpu_memory_gb=79.6, devices="0", gpu_count=1)
+    alone = form_page()
+    assert 'id="field-sampler_gpus"' not in alone
+    assert re.search(r'<input type="hidden" name="sampler_gpus" value="0"', alone)  # still posted, as it was
+    worker_report("gpu2@b", host="b", gpu_name="NVIDIA H100", gpu_memory_gb=79.6, devices="0,1", gpu_count=2)
+    assert 'id="field-sampler_gpus"' in form_page()
