@@ -76,3 +76,56 @@ def test_a_run_trained_elsewhere_that_logs_only_bars_shows_its_timeline(page, as
     page.wait_for_function("() => document.getElementById('timeline')?.dataset.lanes === '3'")
     page.wait_for_function("() => !document.getElementById('section-pipeline').hidden")
     assert page.locator("#timeline .barlayer .point path").count() == 9
+
+
+def pipelined_step(step):
+    """A step of an asynchronous run (max_staleness = 1) as the trainer times it: 4 s of scoring and
+    update on the trainer's lane, while the sampler generated this step's batch during the step before,
+    with the adapter it had loaded (version step - 2), and the adapter's save and load on their lane."""
+    t = 1_000.0 + 4 * step
+    version = max(step - 2, 0)
+    return {"type": "step", "attempt": 1, "step": step,
+            "metrics": {"reward/mean": 0.3 + step / 5_000, "pipeline/trainer_wait_share": 0.02,
+                        "pipeline/sampler_wait_share": 0.1, "pipeline/staleness/max": float(step - 1 - version)},
+            "spans": [{"lane": "sampler", "name": f"generate the batch for update {step} with version {version}",
+                       "start": t - 3.6, "end": t - 0.2, "policy_version": version},
+                      {"lane": "adapter", "name": f"load adapter v{version}", "start": t - 3.8, "end": t - 3.6},
+                      {"lane": "trainer", "name": f"update {step}", "start": t, "end": t + 3.7},
+                      {"lane": "adapter", "name": f"save adapter v{step}", "start": t + 3.7, "end": t + 3.9}]}
+
+
+def test_an_asynchronous_runs_timeline_shows_the_overlap_at_any_window_of_1000_steps(
+        page, screenshot, asgi_server, make_user):
+    carol = make_user("carol", password=PASSWORD)
+    run = make_run(carol, state=Run.State.SUCCEEDED, name="pipelined")
+    ingest(run, (pipelined_step(s) for s in range(1, 1_001)))
+    log_in(page, asgi_server, "carol")
+    page.goto(f"{asgi_server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('timeline')?.dataset.lanes === '3'")
+    page.locator("#timeline-panel").scroll_into_view_if_needed()
+    assert "Steps 951 to 1000." in page.inner_text("#timeline-note")  # the newest 50
+
+    def window(first, last):
+        page.fill("#timeline-window input[name=from_step]", str(first))
+        page.fill("#timeline-window input[name=to_step]", str(last))
+        page.click("#timeline-window button[type=submit]")
+
+    window(1, 1_000)  # thinned like the charts: evenly spaced steps, said so
+    page.wait_for_function("() => /every 5th of the window's 1000 steps/.test("
+                           "document.getElementById('timeline-note').textContent)")
+    assert page.locator("#timeline .barlayer .point path").count() == 4 * 200
+
+    window(3, 8)
+    page.wait_for_function(f"() => document.getElementById('timeline').dataset.spans === '{4 * 6}'")
+    # Generation overlaps training: each batch is sampled while the trainer updates on the one before.
+    overlaps = page.evaluate("""() => {
+        const [sampler, trainer] = document.getElementById('timeline').data;
+        return sampler.base.slice(1).map((start, i) => start < trainer.base[i] + trainer.x[i]);
+    }""")
+    assert overlaps == [True] * 5
+    screenshot("run-timeline-async")
+    box = page.locator("#timeline .barlayer .trace").first.locator(".point path").nth(2).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_url(f"**/runs/{run.pk}/steps/5/")  # the rollouts that batch produced

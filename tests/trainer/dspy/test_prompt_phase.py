@@ -84,12 +84,23 @@ def test_mipro_reports_its_trials_and_a_run_stopped_after_phase_1_resumes_and_tr
     assert all(instructions in r["calls"][0]["messages"][0]["content"] for r in step["rollouts"])
 
 
-def test_gepa_as_phase_1(tmp_path, data):
-    assert train(tmp_path, config(data, prompt_optimizer="gepa", prompt_optimizer_trials=2)) == "succeeded"
-    phase = [e for e in read_events(tmp_path / "events.jsonl") if e["type"] == "prompts"]
+def test_gepa_as_phase_1_then_a_sampler_process_samples_the_prompts_it_chose(tmp_path, data):
+    # BetterTogether's second half on the asynchronous pipeline: the sampler process starts after phase 1
+    # and is handed the optimized program, so its rollouts carry GEPA's instructions.
+    cfg = config(data, prompt_optimizer="gepa", prompt_optimizer_trials=2, steps=2, max_staleness=1)
+    assert train(tmp_path, cfg) == "succeeded"
+    events = read_events(tmp_path / "events.jsonl")
+    phase = [e for e in events if e["type"] == "prompts"]
     assert phase[0]["optimizer"] == "gepa" and phase[-1]["event"] == "chosen"
     trials = [e for e in phase if e["event"] == "trial"]  # each candidate GEPA scored on the held-out rows
     assert trials and [t["trial"] for t in trials] == list(range(1, len(trials) + 1))
+    steps = [e for e in events if e["type"] == "step"]
+    instructions = phase[-1]["modules"]["solve"]["instructions"]
+    assert [e["step"] for e in steps] == [1, 2]
+    for step in steps:
+        assert all(instructions in r["calls"][0]["messages"][0]["content"] for r in step["rollouts"])
+        assert step["metrics"]["pipeline/staleness/max"] <= 1
+        assert [s["lane"] for s in step["spans"]].count("sampler") == 1
 
 
 def test_a_program_that_is_not_dspy_cannot_optimize_prompts_first(tmp_path, tiny_model_path):

@@ -58,11 +58,19 @@ def adapter_summary(updater) -> dict[str, list[float]]:
     return out
 
 
+def numbers_of(events: list[dict], updater) -> dict:
+    """A run's per-step rewards and losses and its final adapter, as the golden files keep them."""
+    from peft import get_peft_model_state_dict
+
+    return {"cpu": cpu_capability(),
+            "steps": [{"reward/mean": e["metrics"]["reward/mean"], "loss": e["metrics"]["loss"]} for e in events],
+            "adapter": adapter_summary(updater),
+            "sizes": {name: t.numel() for name, t in get_peft_model_state_dict(updater.model).items()}}
+
+
 def run_numbers(backend: str, run_dir: Path, model_cache: Path, **changes) -> dict:
     """Three steps of the golden config; its per-step rewards and losses and the final adapter."""
     import dataclasses
-
-    from peft import get_peft_model_state_dict
 
     from tests.trainer.run.test_loop import ListReporter
     from trainer.run.loop import Trainer
@@ -72,11 +80,7 @@ def run_numbers(backend: str, run_dir: Path, model_cache: Path, **changes) -> di
     trainer = Trainer(config, run_dir, reporter, model_cache_dir=model_cache)
     try:
         assert trainer.run() == "succeeded"
-        return {"cpu": cpu_capability(),
-                "steps": [{"reward/mean": e["metrics"]["reward/mean"], "loss": e["metrics"]["loss"]}
-                          for e in reporter.events],
-                "adapter": adapter_summary(trainer.parts.updater),
-                "sizes": {name: t.numel() for name, t in get_peft_model_state_dict(trainer.parts.updater.model).items()}}
+        return numbers_of(reporter.events, trainer.parts.updater)
     finally:
         trainer.close()
 

@@ -1,6 +1,8 @@
 """A run of the real SmolLM2 sampled by the real vLLM engine: it trains, reports a real sampler /
 trainer mismatch, and a stopped run resumes and trains on (it crashed at the first step after a resume
-when the resumed engine was handed the adapter id the next update used again)."""
+when the resumed engine was handed the adapter id the next update used again) to the numbers the
+synchronous loop gave before the asynchronous pipeline existed; with max_staleness = 1 the engine
+samples in a process of its own."""
 
 from __future__ import annotations
 
@@ -34,9 +36,15 @@ def train(config, run_dir, cache, reporter, *, resume=False, attempt=1):
         trainer.close()
 
 
-def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
+def test_a_stopped_vllm_run_resumes_and_trains_on_as_the_synchronous_loop_did(tmp_path, smollm2_dir):
+    """Three steps of the golden run (tests/trainer/run/sync_golden.py), stopped after the first and resumed:
+    max_staleness = 0 gives the numbers recorded before the asynchronous pipeline existed, across a resume."""
+    import dataclasses
+
+    from tests.trainer.run.sync_golden import assert_matches_golden, golden_config, numbers_of
+
     cache = smollm2_dir.parent
-    config = vllm_config()
+    config = dataclasses.replace(golden_config("vllm"), checkpoint_every=1, max_staleness=0)
     first = ListReporter(stop_after_step=1)
     state, _ = train(config, tmp_path / "run", cache, first)
     assert state == "cancelled" and [e["step"] for e in first.events] == [1]
@@ -44,8 +52,9 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
     second = ListReporter()
     state, trainer = train(config, tmp_path / "run", cache, second, resume=True, attempt=2)
     # the first step after the resume is the one that crashed (the engine reused an adapter id)
-    assert state == "succeeded" and [e["step"] for e in second.events] == [2]
-    assert trainer.parts.updater.updates == 2
+    assert state == "succeeded" and [e["step"] for e in second.events] == [2, 3]
+    assert trainer.parts.updater.updates == 3
+    assert_matches_golden(numbers_of(first.events + second.events, trainer.parts.updater), "vllm")
 
     for event in first.events + second.events:
         metrics = event["metrics"]
@@ -65,8 +74,9 @@ def test_a_stopped_vllm_run_resumes_and_trains_on(tmp_path, smollm2_dir):
             assert len(tokens["pieces"]) == len(tokens["sampler"]) == len(tokens["trainer"]) == len(tokens["entropy"]) > 0
             assert max(abs(s - t) for s, t in zip(tokens["sampler"], tokens["trainer"], strict=True)) < 0.05
         assert 0 <= metrics["tokens/mismatch/max"] < 0.05 and metrics["tokens/entropy/mean"] > 0
-    # the engine sampled with the adapter the trainer had just saved, never a stale one
-    assert sorted(p.name for p in (tmp_path / "run" / "adapters").iterdir()) == ["v1", "v2"]
+    # The resumed engine's versions count from the restored adapter (v1), then one per update (v2, v3);
+    # the two newest stay on disk, the engine having loaded each as it was saved.
+    assert sorted(p.name for p in (tmp_path / "run" / "adapters").iterdir()) == ["v2", "v3"]
 
 
 def test_sleep_mode_is_refused_beside_its_field_where_the_engine_lacks_it_and_used_where_it_has_it(
@@ -89,12 +99,6 @@ def test_sleep_mode_is_refused_beside_its_field_where_the_engine_lacks_it_and_us
     with pytest.raises(ConfigError, match="no sleep mode .*turn vllm_enable_sleep_mode off") as info:
         Trainer(config, tmp_path / "run", ListReporter(), model_cache_dir=smollm2_dir.parent)
     assert info.value.field == "vllm_enable_sleep_mode"
-
-
-def test_max_staleness_0_samples_and_trains_exactly_as_the_synchronous_loop_did(tmp_path, smollm2_dir):
-    from tests.trainer.run.sync_golden import assert_matches_golden, run_numbers
-
-    assert_matches_golden(run_numbers("vllm", tmp_path / "run", smollm2_dir.parent, max_staleness=0), "vllm")
 
 
 def test_the_vllm_engine_samples_in_its_own_process_while_the_trainer_updates(tmp_path, smollm2_dir):
