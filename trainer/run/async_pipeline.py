@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from trainer.data import example_id
-from trainer.run.sampler_process import SampledBatch, SamplerJob, SamplerPlacement, SamplerProcess, SamplerSpec
+from trainer.run.sampler_process import (
+    SampledBatch,
+    SamplerJob,
+    SamplerPlacement,
+    SamplerProcess,
+    SamplerSpec,
+)
 
 
 @dataclass
@@ -79,7 +85,7 @@ class AsyncPipeline:
         self.in_flight: deque[int] = deque()
         placement, self.trainer_cores = placements(parts.device, c.sampler_gpus)
         self.process = process or SamplerProcess(SamplerSpec(
-            config=c.to_dict(), model_path=parts.model_path, program=parts.program.program,
+            config=c, model_path=parts.model_path, program=parts.program.program,
             teachers={name: t.program for name, t in parts.teachers.items()}, prompt_format=parts.prompt_format,
             placement=placement, run_dir=str(run_dir)))
         self._saved_cores: set[int] | None = None

@@ -26,9 +26,9 @@ from trainer.policy.distributed import SINGLE, Ranks
 from trainer.rollouts.failures import raise_if_mostly_errors
 from trainer.rollouts.sampling import fork_on_first
 from trainer.rollouts.trajectory import Trajectory, jsonable
+from trainer.run.async_pipeline import AsyncPipeline
 from trainer.run.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.run.compose import RunParts, build_run
-from trainer.run.async_pipeline import AsyncPipeline
 from trainer.run.pipeline import StepSpans, StepTimes, async_pipeline_metrics, sync_pipeline_metrics
 from trainer.run.reporting import Reporter
 from trainer.run.rollouts import StepSampler

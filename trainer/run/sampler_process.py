@@ -77,7 +77,9 @@ class SamplerPlacement:
 class SamplerSpec:
     """What the sampler process builds itself from (pickled to it at its start)."""
 
-    config: dict
+    # The run's config itself, not its dict: rebuilding it would check its rewards against this process's
+    # registry, which lacks a reward the user's script registered (the sampler scores nothing).
+    config: Any
     model_path: str
     program: Any  # the AgentProgram (prompts already optimized, examples already observed)
     teachers: dict[str, Any]
@@ -276,13 +278,12 @@ class _Sampler:
     def __init__(self, spec: SamplerSpec):
         import torch
 
-        from trainer.config import RunConfig
         from trainer.policy.distributed import SINGLE
         from trainer.rollouts.prompts import FormattedProgram
         from trainer.run.compose import sampler_backend
         from trainer.run.rollouts import StepSampler
 
-        self.config = RunConfig.from_dict(spec.config)
+        self.config = spec.config
         torch.manual_seed(self.config.seed)
         self.backend, tokenizer = sampler_backend(self.config, spec.model_path, torch.device(spec.placement.device))
         self.program = FormattedProgram(spec.program, tokenizer, spec.prompt_format)
