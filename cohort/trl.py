@@ -16,6 +16,9 @@ only the metrics stream. The callback reads the buffer at every `on_step_end`, s
 (10 by default in `GRPOConfig`) thins the metrics but never the groups. A batch reused for several
 optimizer steps (`steps_per_generation > 1`) is sent once, at the step that first saw it.
 
+The run's timeline (issue 55) comes from TRL's own timers: generation, the weight sync, the reward
+functions and the log-prob passes, each a bar on a lane of its own (cohort/trl_timers.py).
+
 Only the main process logs. The run finishes with the training; a training that dies is finished as
 failed by the SDK's exit hook, and nothing sent is lost (cohort/sdk/: a local file, retries, `cohort sync`).
 
@@ -64,6 +67,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from cohort.trl_timers import TimerSpans
 from cohort.trl_tokens import MAX_CAPTURES, trl_token_details
 from cohort.trl_tokens import text_of as _text
 
@@ -172,12 +176,15 @@ class CohortCallback(TrainerCallback):
         self._hook = None
         self._pieces: dict[int, str] = {}  # token id -> its text, decoded once
         self._warned = False
+        # TRL's own timers, as the run's timeline (cohort/trl_timers.py)
+        self._timers = TimerSpans(tuple(getattr(trainer, "reward_func_names", ())))
 
     # --- transformers' callback events ----------------------------------------------------------
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
             return
+        self._timers.open()
         if self.run is not None:
             self._watch_entropies()
             return
@@ -194,6 +201,7 @@ class CohortCallback(TrainerCallback):
             rollouts = self._new_rollouts()
             if rollouts:
                 self.run.log_rollouts(state.global_step, rollouts)
+            self._log_spans(state.global_step)
         finally:
             self._captures.clear()  # this step's passes: their batch is sent now, or was before
 
@@ -205,12 +213,22 @@ class CohortCallback(TrainerCallback):
             self.run.log(metrics, step=state.global_step)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._timers.close()
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
         self._captures.clear()
         if self.run is not None and state.is_world_process_zero and self._owns_run:
             self.run.finish()
+
+    def _log_spans(self, step: int) -> None:
+        """The bars of TRL's timers that ended during this step, on the step's timeline."""
+        for span in self._timers.take():
+            try:
+                self.run.log_span(span["name"], span["start"], span["end"], lane=span["lane"], step=step)
+            except ValueError as refused:  # past a step's bound of bars: the rest of this step's go unsent
+                warnings.warn(f"cohort: {refused}", stacklevel=2)
+                break
 
     # --- reading the trainer ------------------------------------------------------------------
 

@@ -57,6 +57,19 @@ DATABASE_RETRY_S = 1.0
 T = TypeVar("T")
 
 
+def with_ingest_span(event: dict[str, Any], read_at: float) -> dict[str, Any]:
+    """The step event with the ingest's bar on the timeline: from the trainer's last bar of the step
+    (the step is done and written to the event log) to the moment this worker read it to store it.
+    A step without bars keeps none (its run draws no timeline)."""
+    spans = event.get("spans") or []
+    ends = [span["end"] for span in spans if isinstance(span, dict) and isinstance(span.get("end"), int | float)]
+    if not ends or max(ends) > read_at:
+        return event
+    ingest = {"lane": "ingest", "name": f"step {event.get('step')} read from the event log to be stored",
+              "start": max(ends), "end": read_at}
+    return {**event, "spans": [*spans, ingest]}
+
+
 class EventTail:
     """Reads complete new lines of the event log from a byte offset (a torn last line waits)."""
 
@@ -146,7 +159,9 @@ class Supervisor:
                     if "gpus" in event:  # what this attempt trains on (0: a CPU)
                         run_record_gpus(self.run.pk, int(event["gpus"]))
             prompts = run_record_prompt_events(self.run.pk, [e for e in events if e.get("type") == "prompts"])
-            stored = step_events_ingest(self.run, [e for e in events if e.get("type") == "step"])
+            read_at = time.time()
+            stored = step_events_ingest(self.run, [with_ingest_span(e, read_at) for e in events
+                                                   if e.get("type") == "step"])
         except outage_errors():  # an outage; any other error is a bug and fails the run
             log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)
             return False

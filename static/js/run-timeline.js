@@ -6,7 +6,7 @@
   "use strict";
 
   const REDRAW_MS = 3000;
-  const COLORS = { sampler: "#1f77b4", trainer: "#ff7f0e", adapter: "#2ca02c" };
+  const COLORS = { sampler: "#1f77b4", trainer: "#ff7f0e", adapter: "#2ca02c", ingest: "#9467bd", rewards: "#8c564b" };
   const live = JSON.parse(document.getElementById("run-data").textContent);
   const panel = document.getElementById("timeline-panel");
   const div = document.getElementById("timeline");

@@ -129,6 +129,11 @@ def test_a_trl_run_streams_metrics_and_groups_live_and_loses_nothing_when_the_se
         assert metric.metrics["reward/mean"] == pytest.approx(sent["reward"])
         assert metric.metrics["zero_var_share"] == pytest.approx(sent["frac_reward_zero_std"])
         assert "group_var/completion" in metric.metrics and "similarity/completion" in metric.metrics
+        # The timeline from TRL's own timers: each step's generation, rewards and log-prob passes, in order.
+        lanes = {span["lane"]: span for span in metric.spans}
+        assert {"sampler", "rewards", "trainer"} <= set(lanes), metric.spans
+        assert lanes["sampler"]["name"] == "transformers.generate"
+        assert lanes["sampler"]["start"] <= lanes["sampler"]["end"] <= lanes["rewards"]["start"]
 
     # Per token (issue 45): every completion token by token, each token decoded on its own (the
     # end-of-turn token too), with its entropy from TRL's loss pass: their mean over the step is TRL's
@@ -303,3 +308,38 @@ def test_the_config_records_that_the_entropies_come_from_the_loss_pass_and_its_d
     assert "token_details_pass" not in quiet  # no per-token numbers sent: nothing to say where from
     examples = doctest.testmod(cohort.trl)  # token_pass's example, as the reference page shows it
     assert examples.attempted >= 1 and examples.failed == 0
+
+
+# --- the timeline from TRL's timers, without a trainer ---------------------------------------------
+
+
+def test_trls_timers_become_bars_on_their_lanes_while_a_recorder_is_open():
+    from trl.extras.profiling import ProfilingContext
+
+    from cohort.trl_timers import MERGE_OVER, TimerSpans
+
+    original = ProfilingContext.__exit__
+    spans = TimerSpans(reward_names=("exact_match",))
+    spans.open()
+    try:
+        with ProfilingContext("GRPOTrainer.transformers.generate", report_to=[]):
+            pass
+        for _ in range(MERGE_OVER + 1):  # the loss's micro-batches: one bar for them all
+            with ProfilingContext("GRPOTrainer._get_per_token_logps_and_entropies", report_to=[]):
+                pass
+        with ProfilingContext("GRPOTrainer.exact_match", report_to=[]):
+            pass
+        with ProfilingContext("GRPOTrainer.sync_weights", report_to=[]):
+            pass
+        taken = spans.take()
+    finally:
+        spans.close()
+    assert [(s["lane"], s["name"]) for s in taken] == [
+        ("sampler", "transformers.generate"),
+        ("trainer", f"_get_per_token_logps_and_entropies ({MERGE_OVER + 1} calls)"),
+        ("rewards", "exact_match"), ("adapter", "sync_weights")]
+    assert all(s["start"] <= s["end"] for s in taken) and spans.take() == []
+    assert ProfilingContext.__exit__ is original  # TRL's class as it was once no recorder is open
+    with ProfilingContext("GRPOTrainer.transformers.generate", report_to=[]):
+        pass
+    assert spans.take() == []

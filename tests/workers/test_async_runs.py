@@ -47,7 +47,9 @@ def test_an_async_run_succeeds_and_a_killed_sampler_fails_its_run_saying_so(cele
     for row in StepMetric.objects.filter(run=run).order_by("step"):
         assert 0 <= row.metrics["pipeline/staleness/max"] <= 1 and row.metrics["pipeline/dropped_stale"] == 0
         lanes = {span["lane"] for span in row.spans}
-        assert {"sampler", "trainer"} <= lanes  # both processes' bars, stored with the step
+        assert {"sampler", "trainer", "ingest"} <= lanes  # both processes' bars and the worker's, with the step
+        (ingest,) = [span for span in row.spans if span["lane"] == "ingest"]
+        assert ingest["start"] == max(span["end"] for span in row.spans if span["lane"] != "ingest")
     assert not (run_directory(run.pk) / SAMPLER_PID_FILE).exists()
 
     killed = run_create(Launch(owner=owner, task=make_task(), config=toy_config(steps=50, max_staleness=1,

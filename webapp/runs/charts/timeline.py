@@ -10,7 +10,7 @@ from webapp.runs.models import Run, StepMetric
 
 TIMELINE_STEPS = 50  # the newest steps shown when no window is asked for
 MAX_TIMELINE_STEPS = 200  # steps drawn at most: a wider window shows evenly spaced ones
-LANE_ORDER = ("sampler", "trainer", "adapter")
+LANE_ORDER = ("sampler", "trainer", "adapter", "ingest")
 
 
 def run_timeline(run: Run, *, from_step: int | None = None, to_step: int | None = None,
