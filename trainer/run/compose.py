@@ -79,10 +79,8 @@ def build_run(config: RunConfig, *, ranks: Ranks = SINGLE, model_cache_dir: str 
     system = SystemSampler(device)  # system/* metrics of every step
     with distributed.main_first(ranks):  # one rank builds or downloads, the others find it in place
         model_path = resolve_model_path(config, program, model_cache_dir)
-    model, tokenizer = load_policy_model(
-        model_path, device=device, dtype=resolve_dtype(config, device),
-        gradient_checkpointing=resolve_gradient_checkpointing(config, device), r=config.lora_r,
-        alpha=config.lora_alpha, dropout=config.lora_dropout, targets=config.lora_targets, seed=config.seed)
+    model, tokenizer = run_policy_model(config, model_path, device,
+                                        gradient_checkpointing=resolve_gradient_checkpointing(config, device))
     if config.sharding == "fsdp":
         distributed.broadcast_parameters(list(lora_parameters(model).values()), ranks)  # one adapter
         shard_base_weights(model.get_base_model(), ranks, device)
@@ -163,11 +161,18 @@ def sampler_backend(config: RunConfig, model_path: str, device: torch.device) ->
 
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         return vllm_backend(config, tokenizer, model_path, device, AutoConfig.from_pretrained(model_path)), tokenizer
-    c = config
-    model, tokenizer = load_policy_model(
-        model_path, device=device, dtype=resolve_dtype(c, device), gradient_checkpointing=False, r=c.lora_r,
-        alpha=c.lora_alpha, dropout=c.lora_dropout, targets=c.lora_targets, seed=c.seed)
+    model, tokenizer = run_policy_model(config, model_path, device, gradient_checkpointing=False)
     return hf_backend(config, model, tokenizer), tokenizer
+
+
+def run_policy_model(config: RunConfig, model_path: str | Path, device: torch.device, *,
+                     gradient_checkpointing: bool) -> tuple[Any, Any]:
+    """(LoRA-wrapped policy model, tokenizer) as the config sets them up: the trainer's, and the hf sampler
+    process's own copy, whose initial adapter (the same seed) is the trainer's policy version 0."""
+    c = config
+    return load_policy_model(model_path, device=device, dtype=resolve_dtype(c, device),
+                             gradient_checkpointing=gradient_checkpointing, r=c.lora_r, alpha=c.lora_alpha,
+                             dropout=c.lora_dropout, targets=c.lora_targets, seed=c.seed)
 
 
 def hf_backend(config: RunConfig, model: Any, tokenizer: Any) -> Any:

@@ -7,7 +7,7 @@ batch the sampler takes the newest adapter it has been sent and samples with it;
 as a `SampledBatch` that names that policy version. The sampler holds its own copy of the base model
 in its own engine (the hf backend on a PEFT model, or vLLM), on its own cores or GPUs.
 
-A sampler that dies (`kill -9`, the OOM killer) is noticed through its process sentinel, never by a
+A sampler that dies (`kill -9`, the OOM killer) is noticed at the end of its socket, never by a
 timeout: `receive` raises `SamplerDied` saying how it ended. The sampler dies with the trainer too
 (PR_SET_PDEATHSIG), so no engine outlives a killed run.
 """
@@ -112,10 +112,6 @@ class SamplerProcess:
         self._pump: threading.Thread | None = None
         self.busy: deque[tuple[float, float | None]] = deque(maxlen=64)  # (start, end) of each batch it sampled
         self.closing = False
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def start(self) -> None:
         """Starts the process and returns once it is ready to sample (its model is loaded)."""
