@@ -51,11 +51,14 @@ def test_following_a_verl_run_survives_the_servers_restart_and_its_own(transacti
         for step in (1, 2):
             write_verl_step(root, step)
         wait_for(lambda: stored() == [1, 2], 60, "steps 1 and 2 to be stored", log)
-    # The server is down while verl goes on writing.
+    # The server is down while verl goes on writing; it comes back only once the follower has found it down
+    # (else a quick restart would fall between two of its polls, and the test would not test the outage).
     for step in (3, 4):
         write_verl_step(root, step)
+    wait_for(lambda: "did not answer" in log.read_text(), 60, "the follower to find the server down", log)
     with asgi_server_process(tmp_path / "daphne-2.log", env, port=port):
         wait_for(lambda: stored() == [1, 2, 3, 4], 60, "steps 3 and 4 after the restart", log)
+        wait_for(lambda: "answers again" in log.read_text(), 60, "the follower to say the server answers again", log)
         # The follower is killed outright and started again: it resumes from the server's newest step.
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(30)
@@ -72,4 +75,3 @@ def test_following_a_verl_run_survives_the_servers_restart_and_its_own(transacti
     run.refresh_from_db()
     assert run.state == "succeeded" and StepMetric.objects.filter(run=run).count() == 5
     assert Rollout.objects.filter(run=run).count() == 5 * 6  # each step's dump, once
-    assert "did not answer" in log.read_text() and "answers again" in log.read_text()
