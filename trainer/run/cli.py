@@ -9,7 +9,10 @@
 A run folder holds `events.jsonl` (one JSON line per status change and per step: metrics,
 rollouts, groups), `config.json` and `checkpoints/`. `--resume` continues from the newest complete
 checkpoint as attempt n+1. Creating the file `STOP` in the run folder stops the run at the next
-step boundary.
+step boundary. Creating `SUSPEND` there (or sending a signal that `COHORT_SUSPEND_ON_SIGNALS` names,
+e.g. `USR1,TERM`, to any of the run's processes) checkpoints the run at the next step boundary after
+this attempt's first step and exits with code 3, for `--resume` to continue (a Slurm preemption or time
+limit); a STOP present as well wins.
 
 `programs` and `rewards` list the built-ins and those of installed plugins (entry points
 `cohort.programs` / `cohort.rewards`) with their distribution, then the plugin entries that are
@@ -19,13 +22,51 @@ unavailable (a broken import, a clashing name) with their error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 from trainer.config import RunConfig, preset_titles
+from trainer.run.stopping import STOP_FILE, SUSPEND_FILE, SUSPEND_SIGNALS_ENV, SUSPENDED_EXIT  # noqa: F401 (re-exported)
 
-STOP_FILE = "STOP"
+
+def suspend_signals(names: str | None = None) -> list[signal.Signals]:
+    """The signals `names` (default: $COHORT_SUSPEND_ON_SIGNALS) lists, comma-separated, with or
+    without the SIG prefix: "USR1,TERM". ValueError for a name that is no signal a process can catch."""
+    names = os.environ.get(SUSPEND_SIGNALS_ENV, "") if names is None else names
+    found = []
+    for name in filter(None, (n.strip().upper() for n in names.split(","))):
+        full = name if name.startswith("SIG") else f"SIG{name}"
+        sig = signal.Signals.__members__.get(full)
+        if sig is None or sig in (signal.SIGKILL, signal.SIGSTOP):
+            raise ValueError(f"{SUSPEND_SIGNALS_ENV}: {name!r} is not a signal this process can catch")
+        found.append(sig)
+    return found
+
+
+class SuspendRequest:
+    """Whether the run was asked to suspend: its SUSPEND file exists, or this process got one of the
+    suspend signals. The signal's handler also creates the file, since only rank 0 decides and the
+    signal may reach the launcher or another rank instead."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / SUSPEND_FILE
+        self.signalled = False
+
+    def install(self, signals: list[signal.Signals]) -> None:
+        for sig in signals:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signalled = True
+        with contextlib.suppress(OSError):  # the flag still suspends this process
+            self.path.touch()
+
+    def __call__(self) -> bool:
+        return self.signalled or self.path.exists()
 
 
 def next_attempt(events_path: Path) -> int:
@@ -47,6 +88,7 @@ def train(args: argparse.Namespace) -> int:
 
     try:
         config = RunConfig.from_file(args.config)
+        signals = suspend_signals()
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -58,6 +100,10 @@ def train(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     (run_dir / STOP_FILE).unlink(missing_ok=True)
+    (run_dir / SUSPEND_FILE).unlink(missing_ok=True)
+    suspend = SuspendRequest(run_dir)
+    # In the launcher too: the signal's default action would end it, and with it every rank.
+    suspend.install(signals)
     attempt = args.attempt or next_attempt(run_dir / "events.jsonl")
     if config.num_processes > 1:
         from trainer.run.launch import launch_ranks
@@ -65,11 +111,12 @@ def train(args: argparse.Namespace) -> int:
         # Each rank reads the config the run folder now holds (the same file the dashboard wrote).
         rank_argv = ["train", "--config", str(run_dir / "config.json"), "--run-dir", str(run_dir), "--quiet",
                      "--attempt", str(attempt), *(["--resume"] if args.resume else [])]
-        return launch_ranks(config.num_processes, rank_argv, run_dir)
-    return _train_here(config, run_dir, attempt, resume=args.resume, quiet=args.quiet)
+        return launch_ranks(config.num_processes, rank_argv, run_dir, suspend_signals=signals)
+    return _train_here(config, run_dir, attempt, resume=args.resume, quiet=args.quiet, suspend=suspend)
 
 
-def _train_here(config: RunConfig, run_dir: Path, attempt: int, *, resume: bool, quiet: bool, ranks=None) -> int:
+def _train_here(config: RunConfig, run_dir: Path, attempt: int, *, resume: bool, quiet: bool, ranks=None,
+                suspend: SuspendRequest) -> int:
     """Trains in this process (the only one, or one rank of several: only rank 0 reports)."""
     from trainer.policy.distributed import SINGLE, record_rank_error
     from trainer.run.loop import Trainer
@@ -82,7 +129,7 @@ def _train_here(config: RunConfig, run_dir: Path, attempt: int, *, resume: bool,
     else:
         reporter = SilentReporter()
     try:
-        trainer = Trainer(config, run_dir, reporter, attempt=attempt, ranks=ranks)
+        trainer = Trainer(config, run_dir, reporter, attempt=attempt, ranks=ranks, should_suspend=suspend)
     except ValueError as exc:
         # Nothing trained yet: an unknown or unavailable program (a plugin's import error), missing
         # data. The log's failed status carries the message to whoever watches the run.
@@ -101,6 +148,8 @@ def _train_here(config: RunConfig, run_dir: Path, attempt: int, *, resume: bool,
         trainer.close()
     if ranks.is_main:
         print(f"{state}: {trainer.step}/{config.steps} steps; events in {run_dir / 'events.jsonl'}")
+    if state == "suspended":
+        return SUSPENDED_EXIT
     return 0 if state in ("succeeded", "cancelled") else 1
 
 
@@ -110,10 +159,13 @@ def train_as_rank(args: argparse.Namespace, ranks) -> int:
     from trainer.policy.distributed import die_with_launcher, shutdown
 
     die_with_launcher()
-    config = RunConfig.from_file(args.config)
     run_dir = Path(args.run_dir)
+    suspend = SuspendRequest(run_dir)
+    suspend.install(suspend_signals())  # the launcher checked the names
+    config = RunConfig.from_file(args.config)
     try:
-        return _train_here(config, run_dir, args.attempt or 1, resume=args.resume, quiet=True, ranks=ranks)
+        return _train_here(config, run_dir, args.attempt or 1, resume=args.resume, quiet=True, ranks=ranks,
+                           suspend=suspend)
     finally:
         shutdown()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,14 +67,16 @@ class Trainer:
 
     def __init__(self, config: RunConfig, run_dir: str | Path, reporter: Reporter, *, attempt: int = 1,
                  model_cache_dir: str | Path | None = None, ranks: Ranks = SINGLE, program: Any = None,
-                 parts: RunParts | None = None):
+                 parts: RunParts | None = None, should_suspend: Callable[[], bool] | None = None):
         """`program`: an `AgentProgram` to train instead of the registered `config.program` (see
-        `build_run`); `parts`: the run's parts, already built."""
+        `build_run`); `parts`: the run's parts, already built; `should_suspend`: whether the run was asked
+        to suspend (checkpoint and end the attempt at a step boundary, to resume later), read on rank 0."""
         self.config = config
         self.ranks = ranks
         self.run_dir = Path(run_dir)
         self.reporter = reporter
         self.attempt = attempt
+        self.should_suspend = should_suspend or (lambda: False)
         self.parts = parts or build_run(config, ranks=ranks, model_cache_dir=model_cache_dir, program=program)
         self.sampler = StepSampler(config, self.parts.backend, ranks)
         self.token_details = (StepTokenDetails(config, self.parts.tokenizer, self.parts.scorer.agents, ranks)
@@ -290,7 +293,8 @@ class Trainer:
             close()
 
     def run(self, *, resume: bool = False, stop_after: int | None = None) -> str:
-        """Train to `config.steps` (or `stop_after` steps, for tests); returns the final state."""
+        """Train to `config.steps` (or `stop_after` steps, for tests); returns the final state:
+        "succeeded", "cancelled", "suspended" (a checkpoint of the current step is saved) or "stopped"."""
         c = self.config
         if resume:
             self.resume()
@@ -309,13 +313,30 @@ class Trainer:
                 # after a prompt phase: the sampler process samples with the prompts it chose
                 self.pipeline = AsyncPipeline(self.parts, self.run_dir, **self._resumed_pipeline)
                 self.pipeline.start(self.parts.updater.updates)
+            first_step, saved_step = self.step, None
             while self.step < c.steps:
+                # A suspend waits for one step of this attempt, so a job preempted again as soon as it
+                # starts still moves on; a cancel does not wait.
+                may_suspend = self.step > first_step
                 if main:
-                    self.parts.gate.named(self.run_dir.name).wait_for(self.step + 1, self.reporter.should_stop)
-                # Rank 0 reads the STOP file; every rank stops at the same step boundary.
-                if distributed.decide(main and self.reporter.should_stop(), self.ranks):
-                    self.reporter.status("cancelled", step=self.step)
-                    return "cancelled"
+                    ends_wait = ((lambda: self.reporter.should_stop() or self.should_suspend()) if may_suspend
+                                 else self.reporter.should_stop)
+                    self.parts.gate.named(self.run_dir.name).wait_for(self.step + 1, ends_wait)
+                # Rank 0 reads the STOP and SUSPEND requests; every rank ends at the same step boundary.
+                # Read once here: the second decide must tell the other ranks what the first one meant.
+                stop = main and self.reporter.should_stop()
+                suspend = main and may_suspend and not stop and self.should_suspend()
+                if distributed.decide(stop or suspend, self.ranks):
+                    if distributed.decide(stop, self.ranks):
+                        self.reporter.status("cancelled", step=self.step)
+                        return "cancelled"
+                    if saved_step != self.step:
+                        self.save()
+                    self.reporter.status("suspended", attempt=self.attempt, step=self.step)
+                    # The launcher stops every rank once one exits: the others wait here until rank 0
+                    # has written its checkpoint and status.
+                    distributed.gather_values(None, self.ranks)
+                    return "suspended"
                 if stop_after is not None and self.step >= stop_after:
                     return "stopped"
                 result = self.train_step(self.step + 1)
@@ -332,6 +353,7 @@ class Trainer:
                 }))
                 if c.checkpoint_every and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
                     self.save()
+                    saved_step = self.step
         except Exception as exc:
             self.reporter.status("failed", step=self.step, error=f"{exc.__class__.__name__}: {exc}")
             raise
