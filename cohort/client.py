@@ -104,14 +104,17 @@ class Client:
 
     def create_run(self, task: str, *, config: Mapping[str, Any] | None = None, program: str | None = None,
                    name: str = "", tags: Iterable[str] = (), notes: str = "", preset: str | None = None,
-                   program_state: Mapping[str, Any] | None = None, project: str | None = None) -> dict:
+                   program_state: Mapping[str, Any] | None = None, project: str | None = None,
+                   partition: str | None = None, time_limit: int | None = None) -> dict:
         """Queues a run of `task` as the launch form would (its defaults, then `config`), with the same
         checks: a refused setting, limit or model raises CohortAPIError(400) naming the field. Returns
         the queued run as `run()` gives it. `program_state`: a DSPy program's saved state to train from;
-        `project`: the project to launch into (default: the token's, else your personal project)."""
+        `project`: the project to launch into (default: the token's, else your personal project);
+        `partition`: a Slurm partition the server offers, to train it there as a batch job of
+        `time_limit` minutes (default: the server's)."""
         body = {"task": task, "program": program, "name": name, "tags": list(tags), "notes": notes,
                 "preset": preset, "config": dict(config or {}), "program_state": program_state,
-                "project": project}
+                "project": project, "partition": partition, "time_limit": time_limit}
         return self.post("runs/", {k: v for k, v in body.items() if v is not None})
 
     def wait(self, run_id: int, *, timeout: float | None = None, poll_s: float = 2.0) -> dict:

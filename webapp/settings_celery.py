@@ -7,7 +7,8 @@ import environ
 env = environ.Env()
 
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"workers.tasks.run_train_task": {"queue": "gpu"}}
+CELERY_TASK_ROUTES = {"workers.tasks.run_train_task": {"queue": "gpu"},
+                      "workers.tasks.slurm_tick_task": {"queue": "slurm"}}
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Each worker also consumes its own queue, so a GPU worker that cannot fit a queued run (its

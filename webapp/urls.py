@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from webapp.health import healthz
+from webapp.scheduling.slurm import views as slurm_views
 from webapp.sweeps.views import studies
 
 urlpatterns = [
@@ -14,6 +15,9 @@ urlpatterns = [
     path("experiments/", include("webapp.experiments.urls")),
     path("sweeps/", include("webapp.sweeps.urls")),
     path("studies/", studies, name="studies"),
+    # A Slurm job posts its trainer's events with its run's job token (webapp/scheduling/slurm/views.py);
+    # before the API's own addresses, whose last answers every other /api/ address with a 404.
+    path("api/runs/<int:run_id>/events/", slurm_views.job_events, name="slurm_job_events"),
     path("api/", include("webapp.api.urls")),
     path("queue/", include("webapp.scheduling.urls")),
     path("projects/", include("webapp.projects.urls")),

@@ -27,19 +27,11 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from trainer.run.cli import STOP_FILE
-from webapp.datasets.export import ExportError, task_export
+from webapp.datasets.export import ExportError
 from webapp.limits.model_allowlist import trainer_environment
-from webapp.runs.ingest.prompt_phase import run_record_prompt_events
-from webapp.runs.ingest.store import step_events_ingest
-from webapp.runs.live.notices import notice_send
+from webapp.runs.ingest.trainer_events import trainer_events_record
 from webapp.runs.models import Run
-from webapp.runs.services import (
-    run_directory,
-    run_discard_steps_after,
-    run_finish,
-    run_heartbeat,
-    run_record_gpus,
-)
+from webapp.runs.services import run_directory, run_finish, run_heartbeat, run_training_config
 from webapp.scheduling.services import (
     claim_next,
     wake_self_at_start,
@@ -55,19 +47,6 @@ HEARTBEAT_EVERY_S = 5.0
 DATABASE_RETRY_S = 1.0
 
 T = TypeVar("T")
-
-
-def with_ingest_span(event: dict[str, Any], read_at: float) -> dict[str, Any]:
-    """The step event with the ingest's bar on the timeline: from the trainer's last bar of the step
-    (the step is done and written to the event log) to the moment this worker read it to store it.
-    A step without bars keeps none (its run draws no timeline)."""
-    spans = event.get("spans") or []
-    ends = [span["end"] for span in spans if isinstance(span, dict) and isinstance(span.get("end"), int | float)]
-    if not ends or max(ends) > read_at:
-        return event
-    ingest = {"lane": "ingest", "name": f"step {event.get('step')} read from the event log to be stored",
-              "start": max(ends), "end": read_at}
-    return {**event, "spans": [*spans, ingest]}
 
 
 class EventTail:
@@ -118,17 +97,7 @@ class Supervisor:
         self.stderr_path = self.run_dir / f"attempt-{run.attempt}.log"
 
     def run_config(self) -> dict[str, Any]:
-        """The run's config with its task's data files. Exported once per run and reused by every
-        attempt, so a resumed run continues over the very rows it started with even if the
-        dataset was re-uploaded meanwhile."""
-        record = self.run_dir / "data" / "export.json"
-        if record.exists():
-            files = json.loads(record.read_text())
-        else:
-            files = task_export(self.run.task, record.parent)
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.write_text(json.dumps(files))
-        return {**self.run.config, **{k: v for k, v in files.items() if v is not None}}
+        return run_training_config(self.run, self.run_dir)
 
     def command(self) -> list[str]:
         config_path = self.run_dir / "config.json"
@@ -153,15 +122,7 @@ class Supervisor:
             return False
         try:
             close_old_connections()
-            for event in events:
-                if event.get("type") == "status" and event.get("state") == "running":
-                    run_discard_steps_after(self.run, attempt=int(event["attempt"]), step=int(event.get("step", 0)))
-                    if "gpus" in event:  # what this attempt trains on (0: a CPU)
-                        run_record_gpus(self.run.pk, int(event["gpus"]))
-            prompts = run_record_prompt_events(self.run.pk, [e for e in events if e.get("type") == "prompts"])
-            read_at = time.time()
-            stored = step_events_ingest(self.run, [with_ingest_span(e, read_at) for e in events
-                                                   if e.get("type") == "step"])
+            stored = trainer_events_record(self.run, events)
         except outage_errors():  # an outage; any other error is a bug and fails the run
             log.warning("database unavailable; run %s will catch up from its event log", self.run.pk, exc_info=True)
             return False
@@ -169,8 +130,6 @@ class Supervisor:
         for event in events:
             if event.get("type") == "status" and event.get("state") != "running":
                 self.final_status = event
-        if prompts is not None:  # phase 1's progress: the page redraws its trials and chosen prompts
-            notice_send(self.run.pk, {"type": "prompts", "run": self.run.pk, **prompts})
         return bool(stored)  # the ingest told the run's pages on its commit
 
     def heartbeat(self) -> str | None:
@@ -228,6 +187,9 @@ class Supervisor:
         if status in ("succeeded", "cancelled"):
             state = status
             error = ""
+        elif status == "suspended":  # checkpointed on request (a SUSPEND file, a signal): resumable
+            state = Run.State.INTERRUPTED
+            error = f"suspended at step {(self.final_status or {}).get('step')}; resume continues from its checkpoint"
         elif status is None and returncode < 0:
             # Killed by a signal (OOM killer, kill -9) before it could report: lost, not broken.
             state = Run.State.INTERRUPTED

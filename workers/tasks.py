@@ -92,3 +92,13 @@ def alert_webhook_task(self, alert_id: int) -> str:
     from webapp.alerts.delivery import alert_webhook_attempt
 
     return alert_webhook_attempt(alert_id, last_try=self.request.retries >= self.max_retries)
+
+
+@shared_task(name="workers.tasks.slurm_tick_task")
+def slurm_tick_task() -> dict:
+    """The slurm queue (one worker on the cluster's login node, beside Slurm's client tools): submits the
+    runs placed on a partition, follows their jobs and cancels them (webapp/scheduling/slurm/services.py).
+    Woken by each launch onto a partition and by the beat every COHORT_SLURM_POLL_S seconds."""
+    from webapp.scheduling.slurm.services import slurm_tick
+
+    return slurm_tick()

@@ -189,7 +189,21 @@
     } else if (notice.type === "alert") {
       status.showAlert(notice);
       status.showAlertBadge(notice.badge);
+    } else if (notice.type === "slurm") {
+      showSlurm(notice);
     }
+  }
+
+  // The Slurm job panel (templates/scheduling/_slurm_job.html): Slurm's words as the tick read them.
+  function showSlurm(notice) {
+    const put = (id, text) => { const el = document.getElementById(id); if (el) el.textContent = text || "—"; };
+    put("slurm-job-id", notice.job_id || "not submitted yet");
+    put("slurm-state", notice.state);
+    put("slurm-reason", notice.reason);
+    put("slurm-nodes", notice.nodes);
+    put("slurm-restarts", `${notice.restarts} time${notice.restarts === 1 ? "" : "s"}`);
+    const message = document.getElementById("slurm-message");
+    if (message) { message.textContent = notice.message || ""; message.hidden = !notice.message; }
   }
 
   function connect() {

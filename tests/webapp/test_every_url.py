@@ -54,8 +54,11 @@ PROJECT_ADMIN = {"projects:member_role", "projects:member_remove"}
 STAFF_ONLY = {"scheduling:front", "people:list", "people:detail"}  # people: the Users page, accounts
 LINK_OPEN = {"sharing:open"}
 UNKNOWN = {"api:unknown": "no-such-endpoint/"}
+# A Slurm job's posts (webapp/scheduling/slurm/views.py): its run's job token alone, which no caller here
+# holds; a session, a user's token or a share link is refused (401), a GET is no post (405).
+JOB_TOKEN = {"slurm_job_events"}
 KINDS = [PUBLIC, PER_USER, RUN_READ, API_READ, READ, RUN_CHANGE, API_LOG, set(OWN), PROJECT_READ, PROJECT_ADMIN,
-         STAFF_ONLY, LINK_OPEN, set(UNKNOWN)]
+         STAFF_ONLY, LINK_OPEN, set(UNKNOWN), JOB_TOKEN]
 
 # Views that name objects in the query string.
 QUERY = {"runs:example_history_query": "?example={example_id}", "runs:trajectories": "?example={example_id}",
@@ -101,6 +104,8 @@ def signed_out(name: str) -> set[int]:
 def expected(name: str, caller: str, method: str, *, hostile: bool, post_only: bool) -> set[int]:
     """The statuses `caller` may get for `name` filled with alice's objects (or lab-q's: `hostile`)."""
     reads_p = caller in MEMBERS_OF_P or caller == "staff"
+    if name in JOB_TOKEN:
+        return {405} if method == "GET" else {401}
     if caller in TOKENS:  # alice's lab-p tokens, on the API only
         if name in UNKNOWN:
             return {404}

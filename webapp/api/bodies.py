@@ -18,6 +18,7 @@ def run_dict(run: Run) -> dict:
         "owner": run.owner.get_username(),
         "project": getattr(run, "project_name", None) or run.project.name,
         "origin": run.origin,
+        "partition": run.partition,
         "config": run.config,
         "summary": {
             "current_step": run.current_step,

@@ -32,7 +32,8 @@ from webapp.runs.launch.defaults import config_defaults
 from webapp.runs.models import Task
 from webapp.runs.params import BadParam
 
-BODY_KEYS = ("task", "project", "program", "name", "tags", "notes", "preset", "config", "program_state")
+BODY_KEYS = ("task", "project", "program", "name", "tags", "notes", "preset", "config", "program_state", "partition",
+             "time_limit")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class LaunchBody:
     name: str
     tags: list[str]
     notes: str
+    partition: str = ""
+    time_limit: int | None = None
 
 
 def launch_body(user, body: Any) -> LaunchBody:
@@ -69,6 +72,14 @@ def launch_body(user, body: Any) -> LaunchBody:
         errors["program"] = ["'program' must be a program's name."]
     program = program if isinstance(program, str) and program else (task.program.name if task else "")
     texts = {key: _text(body, key, errors) for key in ("name", "notes", "preset")}
+    partition = body.get("partition") or ""
+    if not isinstance(partition, str):
+        errors["partition"] = ["'partition' must be a Slurm partition's name (a string)."]
+        partition = ""
+    time_limit = body.get("time_limit")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, int)):
+        errors["time_limit"] = ["'time_limit' must be a whole number of minutes, or null."]
+        time_limit = None
     tags = body.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         errors["tags"] = ["'tags' must be a list of strings."]
@@ -83,14 +94,15 @@ def launch_body(user, body: Any) -> LaunchBody:
     values.update(config)
     if body.get("program_state") is not None:
         values["program_state"] = str(_store_program_state(user, body["program_state"]))
-    return LaunchBody(task=task, project=project, program=program, values=values, name=name, tags=tags, notes=notes)
+    return LaunchBody(task=task, project=project, program=program, values=values, name=name, tags=tags, notes=notes,
+                      partition=partition, time_limit=time_limit)
 
 
 def launch_from_body(user, asked: LaunchBody, *, project=None) -> Launch:
     """The launch check of what the body asked for, into `project` when the body named none (a token's
     default project)."""
     return launch_check(user, task=asked.task, program=asked.program, values=asked.values,
-                        project=asked.project or project)
+                        project=asked.project or project, partition=asked.partition, time_limit=asked.time_limit)
 
 
 def _store_program_state(user, state: Any) -> Path:

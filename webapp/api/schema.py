@@ -53,6 +53,8 @@ class RunSerializer(serializers.Serializer):
         "Who trains it: 'cohort' (Cohort's worker) or the trainer that logs it through the API ('trl', 'sdk')."))
     config = serializers.DictField(help_text=(
         "The run's trainer.config.RunConfig, as JSON; for a run trained elsewhere, its trainer's settings."))
+    partition = serializers.CharField(allow_blank=True, help_text=(
+        "The Slurm partition it trains on as a batch job; empty: this server's workers."))
     summary = RunSummarySerializer()
 
 
@@ -167,6 +169,11 @@ class RunCreateSerializer(serializers.Serializer):
         "task's rewards, the preset."))
     program_state = serializers.DictField(required=False, allow_null=True, help_text=(
         "A DSPy program's saved state (what its save() writes), trained from: its optimized prompts."))
+    partition = serializers.CharField(required=False, allow_blank=True, max_length=100, help_text=(
+        "Where it trains: a Slurm partition the server offers (COHORT_SLURM_PARTITIONS), as a batch job; "
+        "empty or absent: this server's workers."))
+    time_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, help_text=(
+        "The Slurm job's time limit in minutes (default: the server's); only with a partition."))
 
 
 class LaunchErrorSerializer(ErrorSerializer):

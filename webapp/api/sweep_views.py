@@ -30,7 +30,8 @@ NON_FIELD = "sweep"  # the errors key of what is wrong with the sweep as a whole
 BASE_TYPES = {"task": (str, "a task's name"), "project": (str, "a project's name"), "program": (str, "a string"),
               "name": (str, "a string"), "notes": (str, "a string"), "preset": ((str, type(None)), "a string or null"),
               "config": (dict, "an object"), "program_state": ((dict, type(None)), "an object or null"),
-              "tags": (list, "a list of strings")}
+              "tags": (list, "a list of strings"), "partition": (str, "a partition's name"),
+              "time_limit": ((int, type(None)), "a whole number of minutes or null")}
 
 
 @extend_schema(operation_id="sweeps_create", request=sweep_schema.SweepCreateSerializer,

@@ -8,7 +8,9 @@ round: each registers here from its AppConfig.ready(), and this registry imports
 - launch actions: another submit button of the launch form, which launches something else from the
   same validated form (webapp/experiments/apps.py: "Launch experiment");
 - the lab's GPUs: the most GPUs one worker may use, so the launch form shows a setting that needs
-  several (`sampler_gpus`) only where it applies (webapp/scheduling/apps.py counts them).
+  several (`sampler_gpus`) only where it applies (webapp/scheduling/apps.py counts them);
+- placement: the places besides this server's workers where a run may train (the Slurm partitions of
+  webapp/scheduling/slurm), offered at every door and checked by the one launch check.
 
 Registering under a name again replaces the entry, so a ready() that runs twice registers once.
 """
@@ -30,10 +32,21 @@ class LaunchAction:
     launch: Callable[[Any, Any], Any]
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where else a run may train. `offered()`: [(partition, label)] the launch form lists (empty: none
+    now). `check(partition, time_limit_min, processes)`: (the time limit the run gets, in minutes;
+    errors keyed "partition" or "time_limit", empty when the placement is fine)."""
+
+    offered: Callable[[], list[tuple[str, str]]]
+    check: Callable[[str, int | None, int], tuple[int | None, dict[str, list[str]]]]
+
+
 _badge_counter: list[Callable[[Any], int]] = []  # at most one: whoever counts the topbar's alert badge
 _page_extras: dict[str, Callable[[list], dict[str, Any]]] = {}
 _launch_actions: dict[str, LaunchAction] = {}
 _gpu_counter: list[Callable[[], int]] = []  # at most one: whoever knows the lab's workers
+_placement: list[Placement] = []  # at most one: whoever knows the lab's cluster
 
 
 # --- the alert badge ----------------------------------------------------------------------------
@@ -89,3 +102,20 @@ def register_gpu_counter(counter: Callable[[], int]) -> None:
 def most_gpus_per_worker() -> int | None:
     """The most GPUs one worker may use (None: no app counts them, so nothing is hidden for want of GPUs)."""
     return _gpu_counter[0]() if _gpu_counter else None
+
+
+# --- placement ----------------------------------------------------------------------------------
+def register_placement(placement: Placement) -> None:
+    _placement[:] = [placement]
+
+
+def placements_offered() -> list[tuple[str, str]]:
+    """The partitions a run may be placed on besides this server's workers ([]: none)."""
+    return _placement[0].offered() if _placement else []
+
+
+def placement_check(partition: str, time_limit_min: int | None, processes: int) -> tuple[int | None, dict[str, list[str]]]:
+    """The checked placement on `partition`: (its time limit, errors by field)."""
+    if not _placement:
+        return None, {"partition": ["This server offers no Slurm partitions."]}
+    return _placement[0].check(partition, time_limit_min, processes)

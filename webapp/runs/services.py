@@ -4,6 +4,7 @@ of the run state machine (`Run.TRANSITIONS`), applied with a compare-and-set UPD
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import shutil
 from collections.abc import Iterable
@@ -15,12 +16,10 @@ from django.utils import timezone
 
 from webapp.celery import app as celery_app
 from webapp.projects.services import personal_project_ensure
-from webapp.runs.charts.blocks import blocks_discard_after
-from webapp.runs.ingest.retention import storage_recount
+from webapp.runs.ingest.trainer_events import run_discard_steps_after, run_record_gpus  # noqa: F401 (re-exported: the ingest is their home)
 from webapp.runs.launch.check import Launch
 from webapp.runs.launch.limits import limits_fail_run_over_budget
 from webapp.runs.models import (
-    CallText,
     Group,
     GroupMember,
     InvalidTransition,
@@ -35,9 +34,16 @@ log = logging.getLogger(__name__)
 TRAIN_TASK = "workers.tasks.run_train_task"
 
 
+SLURM_TICK_TASK = "workers.tasks.slurm_tick_task"
+
+
 def _enqueue_training(run: Run) -> None:
-    # After commit: the worker must find the run row (and its new state) when the message arrives.
-    transaction.on_commit(lambda: celery_app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu"))
+    # After commit: the worker must find the run row (and its new state) when the message arrives. A run
+    # on a Slurm partition wakes the slurm queue's tick, which submits it (its beat would, a tick later).
+    if run.on_slurm:
+        transaction.on_commit(lambda: celery_app.send_task(SLURM_TICK_TASK, queue="slurm"))
+    else:
+        transaction.on_commit(lambda: celery_app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu"))
 
 
 def run_create(launch: Launch, *, name: str = "", tags: list[str] | None = None, notes: str = "") -> Run:
@@ -48,7 +54,8 @@ def run_create(launch: Launch, *, name: str = "", tags: list[str] | None = None,
         project = launch.project or personal_project_ensure(launch.owner)
         run = Run.objects.create(owner=launch.owner, project=project, task=launch.task, name=name,
                                  config=config.to_dict(), total_steps=config.steps, state=Run.State.QUEUED,
-                                 tags=list(tags or []), notes=notes)
+                                 tags=list(tags or []), notes=notes, partition=launch.partition,
+                                 time_limit_min=launch.time_limit_min)
         _enqueue_training(run)
     return run
 
@@ -138,8 +145,10 @@ def runs_reap_stale(*, timeout: dt.timedelta) -> list[int]:
     Never a run trained elsewhere: no worker of ours beats for it (its heartbeat is its last post)."""
     cutoff = timezone.now() - timeout
     reaped = []
+    # Nor a run on Slurm: Slurm says whether its job lives (webapp/scheduling/slurm), even while the job
+    # cannot post (the server was away) or Slurm cannot answer.
     stale = Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], heartbeat_at__lt=cutoff,
-                               origin=Run.ORIGIN_COHORT)
+                               origin=Run.ORIGIN_COHORT, partition="")
     for run in stale:
         target = Run.State.INTERRUPTED if run.state == Run.State.RUNNING else _stopped_state(run)
         if run.transition(target, error="the worker stopped answering (no heartbeat)", finished_at=timezone.now()):
@@ -147,25 +156,27 @@ def runs_reap_stale(*, timeout: dt.timedelta) -> list[int]:
     return reaped
 
 
-def run_discard_steps_after(run: Run, *, attempt: int, step: int) -> None:
-    """A resumed attempt restarts after its checkpoint's `step`: what earlier attempts recorded past
-    it is superseded, so the charts show every step once."""
-    StepMetric.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
-    blocks_discard_after(run.pk, step)
-    Rollout.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
-    Group.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
-    CallText.objects.filter(run=run, attempt__lt=attempt, step__gt=step).delete()
-    storage_recount(run)
+def run_directory(run_id: int, *, on_slurm: bool = False) -> Path:
+    """Where the worker keeps a run's event log, exported data and checkpoints; a run on Slurm keeps them
+    on the cluster's shared filesystem, where its job writes them."""
+    root = settings.COHORT_SLURM_RUNS_DIR if on_slurm else settings.COHORT_RUNS_DIR
+    return Path(root) / f"run-{run_id}"
 
 
-def run_directory(run_id: int) -> Path:
-    """Where the worker keeps a run's event log, exported data and checkpoints."""
-    return Path(settings.COHORT_RUNS_DIR) / f"run-{run_id}"
+def run_training_config(run: Run, run_dir: Path) -> dict:
+    """The run's config with its task's data files, exported into `run_dir`. Exported once per run and
+    reused by every attempt (on a worker or a Slurm job), so a resumed run continues over the very
+    rows it started with even if the dataset was re-uploaded meanwhile."""
+    from webapp.datasets.export import task_export
 
-
-def run_record_gpus(run_id: int, gpus: int) -> None:
-    """The GPUs the trainer reported when it started an attempt (its `running` status event)."""
-    Run.objects.filter(pk=run_id).update(gpus=max(0, min(int(gpus), 32767)))
+    record = run_dir / "data" / "export.json"
+    if record.exists():
+        files = json.loads(record.read_text())
+    else:
+        files = task_export(run.task, record.parent)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(files))
+    return {**run.config, **{k: v for k, v in files.items() if v is not None}}
 
 
 def run_update_details(run: Run, *, name: str, tags: list[str], notes: str) -> Run:
@@ -218,7 +229,7 @@ def runs_delete(runs: Iterable[Run]) -> int:
         active = [r for r in locked if r.is_active and not r.is_external]
         if active:
             raise RunsActive(active)
-        directories = [run_directory(r.pk) for r in locked] + [Path(r.checkpoint_dir) for r in locked if r.checkpoint_dir]
+        directories = [run_directory(r.pk, on_slurm=r.on_slurm) for r in locked] + [Path(r.checkpoint_dir) for r in locked if r.checkpoint_dir]
         _delete_recorded_rows(ids)
         deleted = Run.objects.filter(pk__in=ids).delete()[1].get(Run._meta.label, 0)
         transaction.on_commit(lambda: _remove_directories(directories))
@@ -254,11 +265,11 @@ def _delete_recorded_rows(run_ids: list[int]) -> None:
 
 def _remove_directories(directories: list[Path]) -> None:
     """Removes run directories that lie inside COHORT_RUNS_DIR (never anything else); a missing one is fine."""
-    root = Path(settings.COHORT_RUNS_DIR).resolve()
+    roots = [Path(settings.COHORT_RUNS_DIR).resolve(), Path(settings.COHORT_SLURM_RUNS_DIR).resolve()]
     for directory in directories:
         path = directory.resolve()
-        if path == root or root not in path.parents:
-            log.warning("not removing %s: it is outside the runs directory %s", path, root)
+        if not any(path != root and root in path.parents for root in roots):
+            log.warning("not removing %s: it is outside the runs directories %s", path, roots)
             continue
         try:
             shutil.rmtree(path)

@@ -35,8 +35,9 @@ def _fair_order(runs: list[Run]) -> list[Run]:
 
 
 def queued_runs():
-    """Queued runs with their owner and front mark (one query)."""
-    return (Run.objects.filter(state=Run.State.QUEUED).select_related("owner", "task", "project", "queue_priority")
+    """Queued runs with their owner and front mark (one query); not those placed on Slurm, whose jobs wait
+    in Slurm's own queue (slurm/selectors.py)."""
+    return (Run.objects.filter(state=Run.State.QUEUED, partition="").select_related("owner", "task", "project", "queue_priority")
             .order_by("created_at", "pk"))
 
 
@@ -55,7 +56,8 @@ def active_runs_with_workers() -> list[Run]:
     Runs trained elsewhere (webapp/runs/ingest/external.py) are left out: they hold none of these workers."""
     from webapp.scheduling.models import Worker
 
-    runs = list(Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], origin=Run.ORIGIN_COHORT)
+    runs = list(Run.objects.filter(state__in=[Run.State.RUNNING, Run.State.CANCELLING], origin=Run.ORIGIN_COHORT,
+                                   partition="")
                 .select_related("owner", "task").order_by("started_at", "pk"))
     workers = {w.name: w for w in Worker.objects.filter(name__in={r.worker for r in runs})}
     for run in runs:

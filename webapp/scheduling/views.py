@@ -1,6 +1,7 @@
 """The queue page: queued runs in the order workers will take them, active runs with their worker
 and GPU, the reported workers; owners cancel their queued runs, staff move one to the front."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max
@@ -17,6 +18,7 @@ from webapp.scheduling.models import Worker
 from webapp.scheduling.queue_rows import mark_readable, queued_rows
 from webapp.scheduling.selectors import active_runs_with_workers, queue_order, workers_with_runs
 from webapp.scheduling.services import queue_move_to_front
+from webapp.scheduling.slurm.selectors import slurm_queue
 
 
 @require_GET
@@ -34,6 +36,8 @@ def queue_page(request):
         "active": [run for run in active if project is None or run.project_id == project.pk],
         "workers": workers_with_runs(active),
         "projects": projects_for_user(request.user), "project": project,
+        "slurm_runs": mark_readable(slurm_queue(project), request.user),
+        "slurm_offered": bool(settings.COHORT_SLURM_PARTITIONS),
     })
 
 

@@ -63,6 +63,9 @@ class Sweep(models.Model):
     waiting = models.TextField(blank=True, help_text="Why no further trial is queued now (a launch limit).")
     run_tags = models.JSONField(default=list, blank=True, help_text="Tags every run of the sweep gets, besides 'sweep'.")
     run_notes = models.TextField(blank=True, help_text="Notes every run of the sweep gets.")
+    partition = models.CharField(max_length=100, blank=True, help_text=(
+        "The Slurm partition every trial's runs go to; empty: this server's workers."))
+    time_limit_min = models.PositiveIntegerField(null=True, blank=True, help_text="Each trial run's Slurm time limit.")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -55,7 +55,7 @@ def sweep_create(base: Launch, *, spec: SweepSpec, name: str = "", tags: Sequenc
             space=space_json(dimensions), method=spec.method, seeds=spec.seeds, n_trials=n_trials,
             parallel=spec.parallel, objective=spec.objective or default_objective(config.to_dict()), mode=spec.mode,
             direction=spec.direction, pruner=spec.pruner, sampler_seed=spec.sampler_seed, options=dict(spec.options),
-            run_tags=list(tags), run_notes=notes)
+            run_tags=list(tags), run_notes=notes, partition=base.partition, time_limit_min=base.time_limit_min)
         sweep_advance(sweep.pk)
     return sweep
 
@@ -98,7 +98,7 @@ def _start_trial(sweep: Sweep, trials: list[Trial]) -> tuple[Trial | None, str]:
     params, attrs = propose(sweep, trials)
     try:  # each seed's run through the launch check; the sweep's plan counts the runs (counts=False)
         launches = [launch_check(sweep.owner, task=sweep.task, program=sweep.config.get("program"), counts=False,
-                                 project=sweep.project,
+                                 project=sweep.project, partition=sweep.partition, time_limit=sweep.time_limit_min,
                                  values={**sweep.config, **params, "seed": seed}) for seed in sweep.seed_values]
     except LaunchRefused as refused:  # a configuration RunConfig or a per-run limit refuses: a failed trial
         trial = Trial.objects.create(sweep=sweep, number=len(trials), params=params, system_attrs=attrs,

@@ -17,7 +17,7 @@ from webapp.runs.services import run_directory
 
 def adapter_folder(run: Run) -> Path | None:
     """The run's final adapter folder, or None while it has none (only a succeeded run has one)."""
-    folder = run_directory(run.pk) / FINAL_ADAPTER_DIR
+    folder = run_directory(run.pk, on_slurm=run.on_slurm) / FINAL_ADAPTER_DIR
     if run.state != Run.State.SUCCEEDED or not (folder / "adapter_config.json").is_file():
         return None
     return folder

@@ -24,6 +24,7 @@ from trainer.run.events import INT32_MAX, MAX_NAME_CHARS, MAX_NOTES_CHARS, MAX_T
 from webapp.datasets.kinds import program_dataset_kind
 from webapp.projects.models import Project, Role
 from webapp.projects.selectors import role_of
+from webapp.runs.hooks import placement_check
 from webapp.runs.launch.limits import limits_check_launch
 from webapp.runs.models import EXTERNAL_PROGRAM, Program, Task
 
@@ -60,13 +61,17 @@ class Launch:
     task: Task
     config: RunConfig
     project: Project | None = None
+    partition: str = ""  # a Slurm partition (webapp/scheduling/slurm); empty: this server's workers
+    time_limit_min: int | None = None  # the Slurm job's, when on a partition
 
 
 def launch_check(user, *, task: Task, values: dict[str, Any], program: Program | str | None = None,
-                 project: Project | None = None, counts: bool = True) -> Launch:
+                 project: Project | None = None, counts: bool = True, partition: str = "",
+                 time_limit: int | None = None) -> Launch:
     """The checked launch of `task` by `user` with RunConfig `values` (program: the task's unless named);
     LaunchRefused naming the field. `counts=False` leaves the user's active and queued runs uncounted (a
-    sweep's trial: its plan counts every run of the sweep)."""
+    sweep's trial: its plan counts every run of the sweep). `partition`: train it as a job on that Slurm
+    partition (webapp/runs/hooks.py's placement checks it against Slurm) for `time_limit` minutes."""
     role_check(user, project)
     program_row = program_check(task, program or values.get("program"))
     values = {**{name: _none_if_empty(name, value) for name, value in values.items()}, "program": program_row.name}
@@ -87,7 +92,26 @@ def launch_check(user, *, task: Task, values: dict[str, Any], program: Program |
         for error in refused:
             errors.setdefault(error.field, []).append(error.message)
         raise LaunchRefused(errors)
-    return Launch(owner=user, task=task, config=config, project=project)
+    time_limit_min = placement_checked(partition, time_limit, config.num_processes)
+    return Launch(owner=user, task=task, config=config, project=project, partition=partition or "",
+                  time_limit_min=time_limit_min)
+
+
+def placement_checked(partition: str | None, time_limit: int | None, processes: int) -> int | None:
+    """The run's Slurm time limit (None off Slurm); LaunchRefused on `partition` or `time_limit`."""
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, int)):
+        raise LaunchRefused.one("time_limit", "A time limit is a whole number of minutes.")
+    if not partition:
+        if time_limit is not None:
+            raise LaunchRefused.one("time_limit", "A time limit applies to a run on a Slurm partition: choose one "
+                                                  "under Where, or leave it empty.")
+        return None
+    if not isinstance(partition, str):
+        raise LaunchRefused.one("partition", "A partition is named by a string.")
+    minutes, errors = placement_check(partition, time_limit, processes)
+    if errors:
+        raise LaunchRefused(dict(errors))
+    return minutes
 
 
 def tags_checked(tags: list[str]) -> list[str]:

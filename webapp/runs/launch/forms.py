@@ -20,6 +20,7 @@ from trainer.config import GROUP_TITLES, RunConfig, literal_choices
 from trainer.programs import program_error
 from webapp.projects.models import Project
 from webapp.projects.selectors import launchable_projects, projects_for_user
+from webapp.runs.hooks import placements_offered
 from webapp.runs.launch.catalog import unavailable_program_names
 from webapp.runs.launch.check import (
     MAX_NAME_CHARS,
@@ -199,6 +200,14 @@ class RunLaunchForm(forms.Form):
     # (webapp/runs/launch/error_summary.py); written by the template's confirmation, never a form row (any other
     # value is no confirmation).
     confirm_over_limits = forms.CharField(required=False, widget=forms.HiddenInput)
+    # Where it trains: this server's workers, or a Slurm partition (webapp/runs/hooks.py's placement), with
+    # the job's time limit. A text field under its list, so a partition no longer offered is refused by the
+    # launch check in its own words beside the field, not as "not one of the choices".
+    partition = forms.CharField(required=False, label="Where", help_text=(
+        "This server's workers, or a Slurm partition: its GPUs, free nodes and time limit as sinfo reports them."))
+    time_limit = forms.IntegerField(required=False, label="Time limit (minutes)", help_text=(
+        "The Slurm job's time limit; empty: the server's default. Before it ends the run checkpoints, "
+        "and it continues as its next attempt."))
 
     def __init__(self, *args, user=None, ask_over_limits: bool = False, **kwargs):
         """`ask_over_limits`: a staff user over the launch limits a non-staff user is refused must confirm
@@ -220,6 +229,8 @@ class RunLaunchForm(forms.Form):
             self.fields[f.name] = _form_field(f)
         # Free text (any allowed hub id or folder), with the models this server knows offered as choices.
         self.fields["model"].widget.attrs["list"] = "model-choices"
+        self.places = placements_offered()
+        self.fields["partition"].widget = forms.Select(choices=[("", "This server's workers"), *self.places])
 
     # Only a rendered form reads these (a POST that launches, or the API, never does): computed then, once.
     @cached_property
@@ -253,6 +264,8 @@ class RunLaunchForm(forms.Form):
         names the group's section of the manual's settings reference (#group-<key>)."""
         groups: dict[str, list[forms.BoundField]] = {
             "task": [self["project"], self["task"], self["program"], self["name"], self["tags"], self["notes"]]}
+        if self.places or self["partition"].errors or self["time_limit"].errors:  # Slurm offered: the Where choice
+            groups["task"] += [self["partition"], self["time_limit"]]
         hidden = {bound.name for bound in self.hidden_for_machine()}
         for f in CONFIG_FIELDS:
             if f.name in hidden:
@@ -310,7 +323,8 @@ class RunLaunchForm(forms.Form):
         values: dict[str, Any] = {f.name: cleaned[f.name] for f in CONFIG_FIELDS}
         try:
             launch = launch_check(self.user, task=cleaned["task"], program=cleaned["program"], values=values,
-                                  project=cleaned.get("project"))
+                                  project=cleaned.get("project"), partition=cleaned.get("partition") or "",
+                                  time_limit=cleaned.get("time_limit"))
         except LaunchRefused as refused:
             for field, messages in refused.errors.items():
                 for message in messages:

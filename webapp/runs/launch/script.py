@@ -30,6 +30,10 @@ def add_launch_arguments(parser, *, what: str = "run") -> None:
                                         "(e.g. builtin:smollm2-135m-instruct), as the form's chips do.")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one RunConfig field (JSON value or bare string); repeatable.")
+    parser.add_argument("--partition", default="", help=f"Train the {what}'s runs as batch jobs on this Slurm partition "
+                                                       "(one the server offers: COHORT_SLURM_PARTITIONS).")
+    parser.add_argument("--time-limit", type=int, metavar="MINUTES", help="The Slurm job's time limit (with "
+                                                                          "--partition; default: the server's).")
 
 
 def assignment(text: str) -> tuple[str, Any]:

@@ -83,6 +83,12 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if await self._link_still_opens():
             await self.send_json(event["notice"])  # phase 1's record (webapp/runs/ingest/prompt_phase.py)
 
+    async def run_slurm(self, event):
+        # The Slurm job's state, reason and nodes as the slurm queue's tick read them
+        # (webapp/scheduling/slurm/services.py); only the signed-in readers' page shows its panel.
+        if not self.via_link:
+            await self.send_json(event["notice"])
+
     async def run_alert(self, event):
         # Every watcher sees the alert row (the run page lists all its alerts); the badge is the
         # watcher's own count of unseen open alerts, as the topbar shows it on the next page load

@@ -113,6 +113,12 @@ class Run(models.Model):
         "Who trains it: 'cohort' (Cohort's own worker) or the trainer that logs it through the API ('trl', 'sdk')."))
     external_id = models.CharField(max_length=64, blank=True, help_text=(
         "The logging client's id for the run, so a retried create makes one run; unique per owner when set."))
+    # Where it trains (webapp/scheduling/slurm): empty, on this server's workers; else a Slurm partition,
+    # whose job the slurm queue's tick submits and follows instead of a worker claiming the run.
+    partition = models.CharField(max_length=100, blank=True, help_text=(
+        "The Slurm partition the run is submitted to; empty: this server's workers."))
+    time_limit_min = models.PositiveIntegerField(null=True, blank=True, help_text=(
+        "The Slurm job's time limit in minutes (each job of the run; a requeue starts it again)."))
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -157,6 +163,10 @@ class Run(models.Model):
         if updated == 1:
             transaction.on_commit(lambda: run_state_changed.send(sender=Run, run=self), robust=True)
         return updated == 1
+
+    @property
+    def on_slurm(self) -> bool:
+        return bool(self.partition)
 
     @property
     def is_active(self) -> bool:

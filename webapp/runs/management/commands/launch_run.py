@@ -37,11 +37,11 @@ class Command(BaseCommand):
                                  "table what varies and how (see examples/sweep_toy.toml; manage.py launch_sweep).")
 
     def handle(self, *args, task, owner, name, preset, config, set, model=None, project="", sweep=None, program=None,
-               **options):
+               partition="", time_limit=None, **options):
         if sweep is not None:
             call_command("launch_sweep", str(sweep), task=task, owner=owner, name=name, project=project, preset=preset,
-                         model=model, config=config, set=list(set), program=program, stdout=self.stdout,
-                         stderr=self.stderr)
+                         model=model, config=config, set=list(set), program=program, partition=partition,
+                         time_limit=time_limit, stdout=self.stdout, stderr=self.stderr)
             return
         task_row, user = task_named(task), user_named(owner)
         project_row = project_named(user, project)
@@ -49,9 +49,11 @@ class Command(BaseCommand):
         values = gathered_values(task_row, program=program, preset=preset, model=model, files=files,
                                  assignments=list(set))
         try:
-            launch = launch_check(user, task=task_row, program=program, values=values, project=project_row)
+            launch = launch_check(user, task=task_row, program=program, values=values, project=project_row,
+                                  partition=partition, time_limit=time_limit)
         except LaunchRefused as refused:
             raise CommandError(str(refused)) from None
         run = run_create(launch, name=name)
+        where = f" for Slurm partition {run.partition}" if run.partition else ""
         self.stdout.write(f"Queued run {run.pk} ({task_row.name}, {launch.config.steps} steps) in project "
-                          f"{run.project.name}.")
+                          f"{run.project.name}{where}.")

@@ -55,7 +55,7 @@ class Command(BaseCommand):
                                                         "(applied before the sweep file's own settings).")
 
     def handle(self, *args, file, task, owner, name="", project="", preset=None, model=None, config=None, set=(),
-               program=None, **options):
+               program=None, partition="", time_limit=None, **options):
         overrides = settings_file(Path(file))
         settings = overrides.pop("sweep", None)
         if not isinstance(settings, dict):
@@ -67,7 +67,8 @@ class Command(BaseCommand):
         values = gathered_values(task_row, program=program, preset=preset, model=model, files=files,
                                  assignments=list(set))
         try:
-            base = launch_check(user, task=task_row, program=program, values=values, project=project_row)
+            base = launch_check(user, task=task_row, program=program, values=values, project=project_row,
+                                partition=partition, time_limit=time_limit)
         except LaunchRefused as refused:
             raise CommandError(f"The sweep was not launched: {refused.reasons()}") from None
         space = settings.get("space") if isinstance(settings.get("space"), dict) else {}
