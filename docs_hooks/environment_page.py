@@ -144,6 +144,43 @@ SECTIONS: list[tuple[str, str, list[Setting]]] = [
                 "`make run` sets it for the worker when unset, so trainers beside each other do not spin "
                 "against each other"),
     ]),
+    ("Slurm", "Runs placed on a Slurm partition, submitted and followed by the `slurm` queue's worker on the "
+     "login node ([run on Slurm](../how-to/slurm.md)).", [
+        Setting(("COHORT_SLURM_PARTITIONS",), "empty",
+                "the partitions the launch form's *Where* offers, comma-separated, e.g. `gpu,cpu`; empty: Slurm "
+                "is off (no *Where* choice, no `slurm-tick` beat entry)"),
+        Setting(("COHORT_SLURM_ACCOUNT",), "empty", "`--account` of every job; empty: none is passed"),
+        Setting(("COHORT_SLURM_DEFAULT_TIME_MIN",), "`60`",
+                "a job's time limit in minutes when the launch names none"),
+        Setting(("COHORT_SLURM_MAX_TIME_MIN",), "`1440`",
+                "the longest time limit a launch may ask for, in minutes; a partition's shorter `MaxTime` "
+                "(sinfo) wins"),
+        Setting(("COHORT_SLURM_SBATCH_LINES",), "empty",
+                "extra `#SBATCH` options, one per line (`\\n` in the variable), with or without the "
+                "`#SBATCH` prefix, e.g. `--qos=normal\\n--constraint=a100`"),
+        Setting(("COHORT_SLURM_SETUP",), "empty",
+                "shell lines the batch script runs before the trainer (`\\n` in the variable): module "
+                "loads, a venv's activation"),
+        Setting(("COHORT_SLURM_RUNS_DIR",), "`$COHORT_VAR_DIR/slurm-runs`",
+                "the shared filesystem, at the same path on the login node and every compute node: each "
+                "run's config, data, event log, checkpoints and adapter in `run-<id>/`"),
+        Setting(("COHORT_SLURM_SERVER_URL",), "empty",
+                "the URL compute nodes reach this server at, e.g. `http://login1:8000`: a job's only "
+                "connection to Cohort"),
+        Setting(("COHORT_SLURM_PYTHON",), "the Python the server runs in (`sys.executable`)",
+                "the Python the batch script runs `cohort.slurm_job` and the trainer with, on the node"),
+        Setting(("COHORT_SLURM_POLL_S",), "`10`", "seconds between two ticks of the `slurm` queue (the beat)"),
+        Setting(("COHORT_SLURM_SIGNAL_S",), "`300`",
+                "seconds before its time limit a job is told to checkpoint and stop (`--signal=B:USR1@300`)"),
+        Setting(("COHORT_SLURM_CPUS_PER_PROCESS",), "`1`",
+                "`--cpus-per-task`: CPUs per process of a run (one process per GPU)"),
+        Setting(("COHORT_SLURM_MEM_PER_PROCESS_MB",), "`0`",
+                "memory per process in MB, asked as `--mem-per-cpu` (this / the CPUs per process); `0`: "
+                "Slurm's default"),
+        Setting(("COHORT_SUSPEND_ON_SIGNALS",), "empty (the batch script sets `TERM`)",
+                "read by `python -m trainer train`: signals, e.g. `USR1,TERM`, on which the run checkpoints "
+                "at its next step boundary (after one step of the attempt) and exits with code 3"),
+    ]),
     ("Alerts and e-mail", "Where alerts go ([alerts](../how-to/alerts.md)).", [
         Setting(("EMAIL_URL",), "console (development), `smtp://localhost:25` (production)",
                 "where alert e-mails go, e.g. `smtp+tls://user:password@mail.example.org:587` "
