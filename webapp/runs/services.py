@@ -41,7 +41,8 @@ def _enqueue_training(run: Run) -> None:
     # After commit: the worker must find the run row (and its new state) when the message arrives. A run
     # on a Slurm partition wakes the slurm queue's tick, which submits it (its beat would, a tick later).
     if run.on_slurm:
-        transaction.on_commit(lambda: celery_app.send_task(SLURM_TICK_TASK, queue="slurm"))
+        # expires: with no slurm worker running, wake-ups must not pile up (the beat ticks anyway).
+        transaction.on_commit(lambda: celery_app.send_task(SLURM_TICK_TASK, queue="slurm", expires=300))
     else:
         transaction.on_commit(lambda: celery_app.send_task(TRAIN_TASK, args=[run.pk], queue="gpu"))
 

@@ -2,7 +2,8 @@
 
 The trainer writes it into the run folder (`trainer.policy.adapter_files.FINAL_ADAPTER_DIR`) when the run succeeds;
 the web server reads it from COHORT_RUNS_DIR, which it shares with the workers (docker-compose's
-`runs` volume, the embedded stack's one folder)."""
+`runs` volume, the embedded stack's one folder), or for a run on Slurm from the cluster's shared
+filesystem (COHORT_SLURM_RUNS_DIR), where its job wrote it."""
 
 from __future__ import annotations
 

@@ -54,6 +54,12 @@ def trainer_events_record(run: Run, events: list[dict[str, Any]], *, read_at: fl
     """Stores `events` (event-log lines, in order) for `run`; the steps stored now. Database errors
     propagate: the caller keeps its place in the log and sends the same lines again."""
     read_at = time.time() if read_at is None else read_at
+    # A batch that holds a later attempt's start (a whole log read again) drops the earlier attempts' steps
+    # that start superseded: what they recorded after its checkpoint is stored once, by the later attempt.
+    resumed = [(int(e["attempt"]), int(e.get("step", 0))) for e in events
+               if e.get("type") == "status" and e.get("state") == "running"]
+    events = [e for e in events if e.get("type") != "step"
+              or not any(int(e.get("attempt", 1)) < attempt and int(e.get("step", 0)) > step for attempt, step in resumed)]
     for event in events:
         if event.get("type") == "status" and event.get("state") == "running":
             run_discard_steps_after(run, attempt=int(event["attempt"]), step=int(event.get("step", 0)))

@@ -13,7 +13,7 @@ ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY", *RESUMAB
 
 def job_state(fields: dict[str, str]) -> str:
     """JobState without Slurm's qualifiers ("CANCELLED by 0" comes as "CANCELLED")."""
-    return fields.get("JobState", "").split()[0].split("+")[0].upper()
+    return (fields.get("JobState", "").split() or [""])[0].split("+")[0].upper()
 
 
 def job_words(fields: dict[str, str]) -> str:

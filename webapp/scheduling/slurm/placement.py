@@ -46,6 +46,8 @@ def forget_partitions() -> None:
 def describe(partition: tools.Partition) -> str:
     """"gpu: gpu:2 per node, 1 of 1 nodes free, 30 min": what the Where choice shows of a partition."""
     gpus = f"{partition.gres} per node" if partition.gpus_per_node else "no GPUs"
+    if not partition.up:
+        return f"{partition.name}: {gpus}, down (Slurm starts no job there now), {partition.time_label}"
     return (f"{partition.name}: {gpus}, {partition.idle_nodes} of {partition.nodes} "
             f"node{'s' if partition.nodes != 1 else ''} free, {partition.time_label}")
 

@@ -137,11 +137,11 @@ def job_submit(run: Run, job: SlurmJob) -> int:
     run_dir = run_directory(run.pk, on_slurm=True)
     name = f"cohort-run-{run.pk}"
     # A tick that died between sbatch and storing its answer left a job Slurm runs: adopt it, never a second.
-    lost = [found for found in tools.jobs_named(name) if found != job.job_id]
-    if lost:
-        fields = tools.job(lost[0]) or {}
-        if jobs.job_state(fields) not in jobs.ENDED:
-            _note(job, "", job_id=lost[0], state=jobs.job_state(fields), ended_at=None, submitted_at=timezone.now())
+    for found in tools.jobs_named(name):
+        fields = (tools.job(found) or {}) if found != job.job_id else {}
+        if fields and jobs.job_state(fields) not in jobs.ENDED:
+            _note(job, "", job_id=found, state=jobs.job_state(fields), ended_at=None, submitted_at=timezone.now(),
+                  submissions=job.submissions + 1, start_step=run.current_step)
             return 1
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / STOP_FILE).unlink(missing_ok=True)
@@ -224,7 +224,9 @@ def job_cancel(run: Run, job: SlurmJob) -> None:
     then `scancel`, once; the run stays `cancelling` until Slurm says the job ended."""
     if job.cancel_sent_at is not None:
         return
-    (run_directory(run.pk, on_slurm=True) / STOP_FILE).touch()
+    folder = run_directory(run.pk, on_slurm=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / STOP_FILE).touch()
     tools.cancel(job.job_id)
     _note(job, job.message, cancel_sent_at=timezone.now())
 
@@ -266,6 +268,7 @@ def job_ended(run: Run, job: SlurmJob, fields: dict[str, str]) -> None:
         if run.current_step > job.start_step and run.state == Run.State.RUNNING:
             attempt_requeued(run, f"Slurm: {words}; submitted again, to resume from the newest checkpoint",
                              next_attempt=True)
+            token_revoke(job)  # the next job gets its own
             return
         _interrupt(run, f"Slurm: {words}, before any step of this job; resume to submit it again")
     else:
@@ -280,6 +283,8 @@ def _finish(run: Run, state: str, error: str) -> None:
             run.transition(Run.State.CANCELLED, finished_at=timezone.now(), error=error[:10000])
             return
         run.transition(Run.State.RUNNING, started_at=run.started_at or timezone.now())
+    if state == Run.State.CANCELLED and run.state == Run.State.RUNNING:  # cancelled outside Cohort (scancel)
+        run.transition(Run.State.CANCELLING)
     run_finish(run, state, error=error)
 
 

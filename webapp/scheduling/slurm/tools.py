@@ -58,6 +58,7 @@ class Partition:
     idle_nodes: int
     time_limit_min: int | None
     gres: str
+    up: bool = True  # the partition's own state (sinfo %a): a down one schedules nothing
 
     @property
     def gpus(self) -> int:
@@ -72,21 +73,25 @@ class Partition:
 
 
 def time_minutes(text: str) -> int | None:
-    """Slurm's time ("infinite", "30:00", "1:00:00", "2-00:00:00", "45") in whole minutes, rounded up."""
+    """Slurm's time in whole minutes, rounded up: "infinite" (None), "45" (minutes), "30:00" (MM:SS),
+    "1:00:00" (HH:MM:SS), and with days "2-12" (D-HH), "2-12:30" (D-HH:MM), "2-12:30:00"."""
     text = text.strip()
     if text.lower() in ("infinite", "unlimited", "n/a", ""):
         return None
-    days = 0
     if "-" in text:
-        day_text, text = text.split("-", 1)
+        day_text, rest = text.split("-", 1)
+        parts = [int(p) for p in rest.split(":")] + [0, 0]
+        hours, minutes, seconds = parts[0], parts[1], parts[2]
         days = int(day_text)
-    parts = [int(p) for p in text.split(":")]
-    if len(parts) == 1:
-        hours, minutes, seconds = 0, parts[0], 0
-    elif len(parts) == 2:
-        hours, minutes, seconds = 0, parts[0], parts[1]
     else:
-        hours, minutes, seconds = parts[-3], parts[-2], parts[-1]
+        days = 0
+        parts = [int(p) for p in text.split(":")]
+        if len(parts) == 1:
+            hours, minutes, seconds = 0, parts[0], 0
+        elif len(parts) == 2:
+            hours, minutes, seconds = 0, parts[0], parts[1]
+        else:
+            hours, minutes, seconds = parts[-3], parts[-2], parts[-1]
     return days * 24 * 60 + hours * 60 + minutes + (1 if seconds else 0)
 
 
@@ -102,21 +107,22 @@ def gpu_count(gres: str) -> int:
 
 def partitions() -> dict[str, Partition]:
     """Every partition sinfo reports, by name (one line per partition and node state, summed here)."""
-    out = run_tool("sinfo", "--noheader", "--all", "--format=%R|%l|%G|%t|%D")
+    out = run_tool("sinfo", "--noheader", "--all", "--format=%R|%l|%G|%t|%D|%a")
     seen: dict[str, dict] = {}
     for line in out.splitlines():
         if not line.strip():
             continue
-        name, limit, gres, state, count = line.split("|")
-        entry = seen.setdefault(name, {"limit": limit, "gres": gres, "nodes": 0, "idle": 0, "gpus": 0})
+        name, limit, gres, state, count, available = line.split("|")
+        entry = seen.setdefault(name, {"limit": limit, "gres": gres, "nodes": 0, "idle": 0, "gpus": 0,
+                                       "up": available.strip().lower() == "up"})
         entry["nodes"] += int(count)
         entry["gpus"] = max(entry["gpus"], gpu_count(gres))
         if entry["gpus"] and gpu_count(gres) == entry["gpus"]:
             entry["gres"] = gres
-        if state.rstrip("*~#!%$@^-") == "idle":
+        if entry["up"] and state.rstrip("*~#!%$@^-") == "idle":
             entry["idle"] += int(count)
     return {name: Partition(name, e["gpus"], e["nodes"], e["idle"], time_minutes(e["limit"]),
-                            "" if e["gres"] in ("(null)", "") else e["gres"])
+                            "" if e["gres"] in ("(null)", "") else e["gres"], up=e["up"])
             for name, e in seen.items()}
 
 

@@ -51,6 +51,10 @@ def events_checked(body: bytes) -> list[dict]:
         if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
             raise BadEvents(f"events[{index}] is not an event of the trainer's log (a type of "
                             f"{', '.join(sorted(EVENT_TYPES))}).")
+        # A step names its attempt, and so does the status that starts one; a final status may not.
+        needs_attempt = event["type"] == "step" or (event["type"] == "status" and event.get("state") == "running")
+        if needs_attempt and "attempt" not in event:
+            raise BadEvents(f"events[{index}] starts or belongs to an attempt and must name it ('attempt').")
         for key in ("attempt", "step"):
             value = event.get(key, 1 if key == "attempt" else 0)
             if isinstance(value, bool) or not isinstance(value, int) or not contract.step_in_bounds(value):

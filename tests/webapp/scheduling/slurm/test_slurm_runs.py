@@ -90,6 +90,8 @@ def test_a_run_launched_from_the_form_trains_as_a_job_posts_over_http_and_resume
     assert [step for step, _ in steps] == [1, 2, 3, 4]  # every step stored once
     assert run.attempt == 2 and {attempt for step, attempt in steps if step > 1} == {2}
     assert job_of(run).token_hash == ""  # revoked with the trainer's final status
+    adapter = client.get(reverse("runs:adapter", args=[run.pk]))  # read from the shared filesystem
+    assert adapter.status_code == 200 and adapter["Content-Type"] == "application/zip"
     slurm_site.until(lambda: job_of(run).ended, "Slurm to say the job ended", run)
     job = job_of(run)
     assert job.state == "COMPLETED" and job.restarts == 1
@@ -144,9 +146,12 @@ def test_slurm_refusals_are_said_beside_the_field_or_fail_the_run_in_slurms_word
         assert words in " ".join(errors.get(field, [])), (changes, errors)
     assert not Run.objects.exists()
     # Two GPUs fit the gpu partition and are scheduled for real; sbatch refusing an account fails the run.
+    slurm_site.gate.allow(0)
     two = launch(owner, partition="gpu", num_processes=2, steps=1)
-    slurm_site.tick()
-    assert "#SBATCH --gres=gpu:2" in job_of(two).script and job_of(two).job_id
+    slurm_site.until(lambda: job_of(two).state == "RUNNING", "the two-GPU job to start", two)
+    assert "#SBATCH --gres=gpu:2" in job_of(two).script
+    devices = {job_environ(pid).get("CUDA_VISIBLE_DEVICES") for pid in slurm_site.cluster.job_pids(int(job_of(two).job_id))}
+    assert devices == {"0,1"}  # Slurm gave the job both of the node's GPUs
     run_cancel(two)
     settings.COHORT_SLURM_ACCOUNT = "nobody"
     refused = launch(owner, partition="lab", steps=1)
@@ -172,3 +177,17 @@ def test_two_ranks_train_one_run_through_srun_one_on_each_of_two_nodes(slurm_sit
     assert [step for step, _ in steps_of(run)] == [1, 2]
     events = (slurm_site.runs_dir / f"run-{run.pk}" / "events.jsonl").read_text()
     assert '"processes": 2' in events  # rank 0 reported a world of two
+
+
+def test_a_job_submitted_by_a_tick_that_died_before_storing_its_id_is_adopted_not_submitted_twice(slurm_site, owner):
+    run = launch(owner, partition="closed", steps=1)
+    SlurmJob.objects.create(run=run)
+    # What sbatch took before the tick died: a job of the run's name that the database never heard of.
+    orphan = slurm_site.cluster.sbatch(None, "--parsable", "--partition=closed", f"--job-name=cohort-run-{run.pk}",
+                                       "--wrap", "true")
+    slurm_site.tick()
+    assert job_of(run).job_id == str(orphan)
+    named = slurm_site.cluster.run("squeue", "--noheader", f"--name=cohort-run-{run.pk}", "--format=%i").stdout.split()
+    assert named == [str(orphan)]
+    run_cancel(run)
+    slurm_site.until(lambda: job_of(run).ended, "the adopted job to be scancelled", run)
