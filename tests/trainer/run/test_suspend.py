@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.trainer.policy.test_distributed_cli import wait_until
 from tests.trainer.run.test_loop import ListReporter, toy_config
 from trainer.run.checkpoint import MARKER, latest_checkpoint
 from trainer.run.cli import SUSPEND_FILE, SUSPEND_SIGNALS_ENV, SUSPENDED_EXIT
@@ -68,18 +68,6 @@ def statuses(tmp_path: Path) -> list[tuple]:
 
 def steps(tmp_path: Path) -> list[tuple[int, int]]:
     return [(e["attempt"], e["step"]) for e in events(tmp_path) if e["type"] == "step"]
-
-
-def wait_until(condition, process: subprocess.Popen, what: str, timeout: float = 300) -> None:
-    """Polls `condition` until it holds; fails at once if the run ended first. The timeout only bounds a
-    hung test."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            pytest.fail(f"the run ended (exit {process.returncode}) before {what}:\n{process.stdout.read()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def trained(tmp_path: Path, step: int):
