@@ -14,6 +14,7 @@ from webapp.scheduling.models import SlurmJob
 from webapp.scheduling.slurm import placement
 from webapp.scheduling.slurm.services import slurm_tick
 
+
 def tick() -> None:
     """The slurm queue's tick, off Playwright's event loop (its notices go through async_to_sync)."""
     off_playwright_thread(slurm_tick)

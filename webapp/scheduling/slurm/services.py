@@ -84,6 +84,9 @@ def slurm_tick() -> dict[str, int]:
                 followed += 1
         except tools.SlurmUnreachable as exc:
             _note(job, f"Slurm is unreachable: {exc}. The run waits as it is, and goes on when Slurm answers.")
+        except tools.SlurmRefused as exc:  # scontrol or scancel said no: kept on the run, the next tick asks again
+            _note(job, f"Slurm answered: {exc}")
+            log.warning("Slurm refused a request about run %s: %s", run.pk, exc)
     return {"submitted": submitted, "followed": followed}
 
 
