@@ -51,8 +51,11 @@ DATABASE_FIXTURES = frozenset({
 # services suite 888 s and the embedded one 1,091 s with cohort/'s tests, 118 s, in the embedded one).
 EMBEDDED_ONCE_MARKS: tuple[str, ...] = ("vllm",)
 # tests/webapp/db/ tests the SQLite backend itself (webapp/db/sqlite3): it runs where SQLite is.
+# The test Slurm's own tests and the Slurm tools' (no database) even out the services suite's Slurm runs.
 EMBEDDED_ONCE_PATHS: tuple[str, ...] = ("tests/trainer/", "tests/benchmarks/", "tests/cohort/test_trl.py",
-                                        "tests/webapp/db/")
+                                        "tests/webapp/db/", "tests/test_slurm_cluster.py",
+                                        "tests/webapp/scheduling/slurm/test_tools.py",
+                                        "tests/webapp/scheduling/slurm/test_script.py")
 
 
 def touches_database(item: pytest.Item) -> bool:

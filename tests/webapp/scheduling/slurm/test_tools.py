@@ -28,6 +28,7 @@ def nodes_idle(cluster) -> bool:
     ("30:00", 30), ("1:00:00", 60), ("2-00:00:00", 2 * 24 * 60), ("45", 45),
     ("1:30", 2),  # 1 min 30 s: seconds round up to a whole minute
     ("0:01", 1), ("1-02:03:04", 24 * 60 + 2 * 60 + 3 + 1),
+    ("2-12", 2 * 24 * 60 + 12 * 60), ("2-12:30", 2 * 24 * 60 + 12 * 60 + 30),  # days-hours, days-hours:minutes
 ])
 def test_time_minutes_reads_slurms_times_in_whole_minutes_rounded_up(text, minutes):
     assert tools.time_minutes(text) == minutes
