@@ -150,8 +150,12 @@ def test_slurm_refusals_are_said_beside_the_field_or_fail_the_run_in_slurms_word
     two = launch(owner, partition="gpu", num_processes=2, steps=1)
     slurm_site.until(lambda: job_of(two).state == "RUNNING", "the two-GPU job to start", two)
     assert "#SBATCH --gres=gpu:2" in job_of(two).script
-    devices = {job_environ(pid).get("CUDA_VISIBLE_DEVICES") for pid in slurm_site.cluster.job_pids(int(job_of(two).job_id))}
-    assert devices == {"0,1"}  # Slurm gave the job both of the node's GPUs
+
+    def devices() -> set[str]:  # the job's processes once its batch script started them
+        pids = slurm_site.cluster.job_pids(int(job_of(two).job_id))
+        return {env["CUDA_VISIBLE_DEVICES"] for env in map(job_environ, pids) if "CUDA_VISIBLE_DEVICES" in env}
+
+    assert wait_for(devices, 60, "the two-GPU job's processes") == {"0,1"}  # Slurm gave it both of the node's GPUs
     run_cancel(two)
     settings.COHORT_SLURM_ACCOUNT = "nobody"
     refused = launch(owner, partition="lab", steps=1)
