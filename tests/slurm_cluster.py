@@ -40,6 +40,16 @@ def slurm_installed() -> bool:
     return shutil.which("slurmctld", path=_SEARCH_PATH) is not None
 
 
+def require_slurm() -> None:
+    """Fails the test when Slurm is missing: `make test` installs it (`make slurm`), so a missing Slurm is a
+    broken install, never a reason to pass without the Slurm tests."""
+    if not slurm_installed():
+        import pytest
+
+        pytest.fail("Slurm is not installed: `make slurm` (Debian's slurm-wlm and munge) installs it, and "
+                    "`make test` runs it first")
+
+
 def _program(name: str) -> str:
     path = shutil.which(name, path=_SEARCH_PATH)
     if path is None:

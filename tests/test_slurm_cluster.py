@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm_cluster import SlurmCluster, SlurmCommandError, slurm_installed
+from tests.slurm_cluster import SlurmCluster, SlurmCommandError, require_slurm
 
-if not slurm_installed():
-    pytest.skip("slurmctld is not installed (apt-get install slurm-wlm munge)", allow_module_level=True)
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
 @pytest.fixture(scope="module")
 def cluster():
+    require_slurm()
     with SlurmCluster() as started:
         yield started
 

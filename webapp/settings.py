@@ -6,7 +6,6 @@
 started by the embedded stack (`python -m webapp.stack up`). See README.md "Configuration".
 """
 
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -323,33 +322,13 @@ WHITENOISE_USE_FINDERS = not PRODUCTION
 # --- Where runs keep their event logs and checkpoints ---------------------------------------
 COHORT_RUNS_DIR = env.path("COHORT_RUNS_DIR", default=str(VAR_DIR / "runs"))
 
-# --- Slurm (webapp/scheduling/slurm, docs/how-to/slurm.md): the partitions the launch form offers ---
-# Empty: Slurm is off (the form has no Where choice). A worker on the login node consumes the `slurm`
-# queue; it submits with sbatch, follows with scontrol and cancels with scancel.
-COHORT_SLURM_PARTITIONS = env.list("COHORT_SLURM_PARTITIONS", default=[])
-COHORT_SLURM_ACCOUNT = env.str("COHORT_SLURM_ACCOUNT", default="")
-COHORT_SLURM_DEFAULT_TIME_MIN = env.int("COHORT_SLURM_DEFAULT_TIME_MIN", default=60)
-COHORT_SLURM_MAX_TIME_MIN = env.int("COHORT_SLURM_MAX_TIME_MIN", default=24 * 60)
-# Extra `#SBATCH` lines (one option per line, with or without the `#SBATCH` prefix) and the setup lines
-# the job runs before the trainer (module loads, a venv's activation); newlines as `\n` in the variable.
-COHORT_SLURM_SBATCH_LINES = env.str("COHORT_SLURM_SBATCH_LINES", default="").replace("\\n", "\n")
-COHORT_SLURM_SETUP = env.str("COHORT_SLURM_SETUP", default="").replace("\\n", "\n")
-# The cluster's shared filesystem, seen at the same path by the login node and every compute node: each
-# run's config, data, event log, checkpoints and adapter go to run-<id>/ there.
-COHORT_SLURM_RUNS_DIR = env.path("COHORT_SLURM_RUNS_DIR", default=str(VAR_DIR / "slurm-runs"))
-# The URL a compute node reaches this server at (its only connection to Cohort); the Python there.
-COHORT_SLURM_SERVER_URL = env.str("COHORT_SLURM_SERVER_URL", default="")
-COHORT_SLURM_PYTHON = env.str("COHORT_SLURM_PYTHON", default=sys.executable)
-# How often the slurm queue's tick reads the jobs (seconds), and how long before its time limit a job is
-# told to checkpoint and stop (seconds; Slurm's `--signal`).
-COHORT_SLURM_POLL_S = env.float("COHORT_SLURM_POLL_S", default=10.0)
-COHORT_SLURM_SIGNAL_S = env.int("COHORT_SLURM_SIGNAL_S", default=300)
-# CPUs and memory (MB) per GPU, or per process on a partition without GPUs.
-COHORT_SLURM_CPUS_PER_PROCESS = env.int("COHORT_SLURM_CPUS_PER_PROCESS", default=1)
-COHORT_SLURM_MEM_PER_PROCESS_MB = env.int("COHORT_SLURM_MEM_PER_PROCESS_MB", default=0)
-if COHORT_SLURM_PARTITIONS:  # the beat wakes the slurm queue's worker, which does the work
+# --- Slurm: webapp/settings_slurm.py (the partitions offered, the job template, the shared folder) ---
+from webapp.settings_slurm import *  # noqa: E402, F403
+
+if COHORT_SLURM_PARTITIONS:  # noqa: F405 (the beat wakes the slurm queue's worker, which does the work)
     CELERY_BEAT_SCHEDULE = {**CELERY_BEAT_SCHEDULE, "slurm-tick": {  # noqa: F405
-        "task": "workers.tasks.slurm_tick_task", "schedule": COHORT_SLURM_POLL_S, "options": {"expires": COHORT_SLURM_POLL_S}}}
+        "task": "workers.tasks.slurm_tick_task", "schedule": COHORT_SLURM_POLL_S,  # noqa: F405
+        "options": {"expires": COHORT_SLURM_POLL_S}}}  # noqa: F405
 
 # --- The manual (webapp/manual): the site `make docs` builds from docs/, served at /docs/ ----------
 COHORT_DOCS_DIR = env.path("COHORT_DOCS_DIR", default=str(BASE_DIR / "build" / "docs-site"))

@@ -6,7 +6,7 @@ import pytest
 
 from tests.browser.session import PASSWORD, log_in, off_playwright_thread
 from tests.conftest import asgi_server_process, free_port, service_env, wait_for
-from tests.slurm_cluster import SlurmCluster, slurm_installed
+from tests.slurm_cluster import SlurmCluster, require_slurm
 from tests.webapp.scheduling.slurm.conftest import EXTRA
 from webapp.runs.launch.catalog import catalog_sync
 from webapp.runs.models import Run
@@ -27,8 +27,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.backend_neutral(reason=NEUTRAL), 
 
 def test_the_where_choice_a_pending_jobs_reason_and_its_batch_script(page, screenshot, asgi_server, make_user,
                                                                     settings, tmp_path, monkeypatch):
-    if not slurm_installed():
-        pytest.skip("Slurm is not installed here (make slurm: Debian's slurm-wlm and munge)")
+    require_slurm()
     with SlurmCluster(nodes=1, extra_conf=EXTRA) as cluster:
         port = free_port()
         slurm = {"COHORT_SLURM_PARTITIONS": "cpu,gpu,closed", "COHORT_SLURM_RUNS_DIR": str(tmp_path / "slurm-runs"),

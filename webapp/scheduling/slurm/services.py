@@ -46,6 +46,7 @@ from webapp.scheduling.slurm.script import SCRIPT_FILE, TOKEN_FILE, batch_script
 log = logging.getLogger(__name__)
 
 FINAL = frozenset({Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED, Run.State.PRUNED})
+TRAINER_FINAL = {"succeeded": Run.State.SUCCEEDED, "failed": Run.State.FAILED, "cancelled": Run.State.CANCELLED}
 
 
 def token_hash(key: str) -> str:
@@ -105,6 +106,36 @@ def slurm_notice(job: SlurmJob) -> dict:
     """The run page's `slurm` notice: the job as the tick last read it."""
     return {"type": "slurm", "run": job.run_id, "job_id": job.job_id, "state": job.state, "reason": job.reason,
             "nodes": job.nodes, "restarts": job.restarts, "message": job.message}
+
+
+# --- the job's posts (views.py) ---------------------------------------------------------------
+def job_statuses_apply(run: Run, events: list[dict]) -> None:
+    """The trainer's statuses move the run: `running` starts its attempt (the job may start before the
+    tick saw it run), a final status ends it; `suspended` waits for Slurm's requeue."""
+    for event in events:
+        if event["type"] != "status":
+            continue
+        state = event.get("state")
+        run.refresh_from_db()
+        if run.state in FINAL:
+            return
+        if state == "running":
+            attempt = max(run.attempt, int(event.get("attempt", 1)))
+            if run.state == Run.State.QUEUED:
+                now = timezone.now()
+                run.transition(Run.State.RUNNING, attempt=attempt, heartbeat_at=now, started_at=run.started_at or now)
+            else:
+                Run.objects.filter(pk=run.pk).update(attempt=attempt)  # a requeued job's next attempt
+        elif state in TRAINER_FINAL:
+            if run.state == Run.State.CANCELLING:  # cancelling until Slurm says the job ended (the tick)
+                continue
+            if run.state == Run.State.QUEUED:
+                run.transition(Run.State.RUNNING, started_at=run.started_at or timezone.now())
+            error = event.get("error") if isinstance(event.get("error"), str) else ""
+            try:
+                run_finish(run, TRAINER_FINAL[state], error=error or "")
+            except InvalidTransition:
+                pass
 
 
 # --- submitting ---------------------------------------------------------------------------------

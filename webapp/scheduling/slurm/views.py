@@ -13,19 +13,16 @@ import json
 from django.contrib.auth.decorators import login_not_required
 from django.db import transaction
 from django.http import JsonResponse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from trainer.run import events as contract
 from webapp.runs.ingest.trainer_events import trainer_events_record
-from webapp.runs.models import InvalidTransition, Run
-from webapp.runs.services import run_finish
-from webapp.scheduling.slurm.services import FINAL, job_for_token, token_revoke
+from webapp.runs.services import run_heartbeat
+from webapp.scheduling.slurm.services import FINAL, job_for_token, job_statuses_apply, token_revoke
 
 MOST_EVENTS_A_POST = 5000
 EVENT_TYPES = frozenset({"status", "step", "prompts", "tokens"})
-TRAINER_FINAL = {"succeeded": Run.State.SUCCEEDED, "failed": Run.State.FAILED, "cancelled": Run.State.CANCELLED}
 
 
 class BadEvents(Exception):
@@ -64,35 +61,6 @@ def events_checked(body: bytes) -> list[dict]:
     return events
 
 
-def _apply_statuses(run: Run, events: list[dict]) -> None:
-    """The trainer's statuses move the run: `running` starts its attempt (the job may start before the
-    tick saw it run), a final status ends it; `suspended` waits for Slurm's requeue."""
-    for event in events:
-        if event["type"] != "status":
-            continue
-        state = event.get("state")
-        run.refresh_from_db()
-        if run.state in FINAL:
-            return
-        if state == "running":
-            attempt = max(run.attempt, int(event.get("attempt", 1)))
-            if run.state == Run.State.QUEUED:
-                now = timezone.now()
-                run.transition(Run.State.RUNNING, attempt=attempt, heartbeat_at=now, started_at=run.started_at or now)
-            else:
-                Run.objects.filter(pk=run.pk).update(attempt=attempt)
-        elif state in TRAINER_FINAL:
-            if run.state == Run.State.CANCELLING:  # cancelling until Slurm says the job ended (the tick)
-                continue
-            if run.state == Run.State.QUEUED:
-                run.transition(Run.State.RUNNING, started_at=run.started_at or timezone.now())
-            error = event.get("error") if isinstance(event.get("error"), str) else ""
-            try:
-                run_finish(run, TRAINER_FINAL[state], error=error or "")
-            except InvalidTransition:
-                pass
-
-
 @login_not_required  # the job token is its authentication; no session, no user
 @csrf_exempt
 @require_POST
@@ -115,8 +83,8 @@ def job_events(request, run_id: int):
     except (KeyError, TypeError, ValueError) as exc:  # a line the ingest cannot read: nothing of the post stays
         return JsonResponse({"detail": f"An event could not be stored ({exc.__class__.__name__}: {exc}); "
                                        "nothing of this post was stored."}, status=400)
-    _apply_statuses(run, events)
-    Run.objects.filter(pk=run.pk, state__in=[Run.State.RUNNING, Run.State.CANCELLING]).update(heartbeat_at=timezone.now())
+    job_statuses_apply(run, events)
+    run_heartbeat(run.pk)  # the job's post is its heartbeat
     run.refresh_from_db()
     if run.state in FINAL:
         token_revoke(job)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from tests.slurm_cluster import SlurmCluster, slurm_installed
+from tests.slurm_cluster import SlurmCluster, require_slurm
 from trainer.run.gate import StepGate
 
 EXTRA = "EnforcePartLimits=ALL\nPartitionName=lab Nodes=ALL MaxTime=60 AllowAccounts=lab State=UP\nPartitionName=closed Nodes=ALL State=DOWN\n"
@@ -19,8 +19,7 @@ EXTRA = "EnforcePartLimits=ALL\nPartitionName=lab Nodes=ALL MaxTime=60 AllowAcco
 
 @pytest.fixture(scope="session")
 def cluster():
-    if not slurm_installed():
-        pytest.skip("Slurm is not installed here (make slurm: Debian's slurm-wlm and munge)")
+    require_slurm()
     with SlurmCluster(nodes=1, kill_wait_s=5, extra_conf=EXTRA) as running:
         yield running
 
@@ -28,8 +27,7 @@ def cluster():
 @pytest.fixture(scope="session")
 def two_node_cluster():
     """Two slurmd on this machine as nodes n1 and n2 (each its own port, NodeAddr 127.0.0.1)."""
-    if not slurm_installed():
-        pytest.skip("Slurm is not installed here (make slurm: Debian's slurm-wlm and munge)")
+    require_slurm()
     with SlurmCluster(nodes=2, kill_wait_s=5) as running:
         yield running
 
