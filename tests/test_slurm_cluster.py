@@ -11,7 +11,6 @@ import pytest
 
 from tests.slurm_cluster import SlurmCluster, SlurmCommandError, require_slurm
 
-
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
