@@ -1,0 +1,291 @@
+"""Where two runs part: the examples of one task ranked by how differently two runs (or two seed
+groups) did on them (issue 57, item 2).
+
+What is counted, per run and example, over the steps that drew the example (its *visits*), each
+step read at its newest attempt (a resumed run re-did some steps: the newest answer wins, as in the
+inspectors), over the student's rollouts only (a BetterTogether teacher's are not the run's answers):
+
+- a visit is *right* when its best rollout's total reward reaches the solved threshold
+  (`common.solved_threshold`, or `?solved=`); a visit whose rewards are all missing is not right;
+- *early* is the first third of the run's visits of the example (rounded up), *late* the last third:
+  with one visit both are that visit, with two the first and the last;
+- `early` and `late` are the share of right visits there, `early_mean`/`late_mean` the mean reward of
+  every rollout there (the mean of the visits' means), `gain` is `late - early`;
+- `first_right` is the first step with a right visit (None: never), `right_at_end` whether the last
+  visit was right.
+
+A side of several runs (seeds) averages each number over its runs that drew the example; its
+`first_right` is the earliest of theirs and `right_at_end` the share of them right at the end.
+
+Categories, from each side's early and late shares (*solved* means a share of at least 1/2):
+
+- `learned_a`: A ends solved, B does not (and B did not lose it); A may have had it from the start
+  (see `early`); `learned_b` the other way round;
+- `lost_a`: A was solved early and is not late, and B ends solved or did not lose it as well; when
+  both lost it, the side whose share fell further (A on a tie); `lost_b` the other way round;
+- `solved_both`, `unsolved_both`: both end solved, neither does (and neither lost it);
+- `only_a`, `only_b`: drawn by one side's runs only; nothing to compare, listed last.
+
+The ranking puts first the examples on which the sides ended furthest apart, `|late_A - late_B|`,
+then those whose progress differed most, `|gain_A - gain_B|`, then `|late_mean_A - late_mean_B|`,
+then the example id.
+
+Cost: one query for every run of both sides, aggregated in the database (per run, example and step,
+then per run and example with window functions): no rollout row reaches Python, and the number of
+queries does not grow with runs, steps or examples. The rows are one per run and example.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from webapp.runs.examples.common import ExamplesRefused, same_task, solved_threshold
+from webapp.runs.ingest.retention import Retention
+from webapp.runs.models import Run
+
+MAX_RUNS_PER_SIDE = 16
+SOLVED_SHARE = 0.5  # a side "solves" an example when at least this share of its visits there are right
+CATEGORIES = {
+    "learned_a": "Learned by A, not by B",
+    "learned_b": "Learned by B, not by A",
+    "lost_a": "Lost by A",
+    "lost_b": "Lost by B",
+    "solved_both": "Solved by both",
+    "unsolved_both": "Still unsolved by both",
+    "only_a": "Drawn by A only",
+    "only_b": "Drawn by B only",
+}
+
+# Per run, example and step: the step's newest attempt (over the whole step, so an example that the
+# resumed attempt did not draw again is not read from the older one), then early and late thirds.
+# `{solved}` is a CASE over the run ids; `{runs}` their placeholders.
+PER_RUN_SQL = """
+WITH visits AS (
+    SELECT r.run_id, r.example_id, r.step, r.attempt, MAX(r.total_reward) AS best, AVG(r.total_reward) AS mean
+    FROM runs_rollout r
+    WHERE r.run_id IN ({runs}) AND r.teacher = ''
+    GROUP BY r.run_id, r.example_id, r.step, r.attempt
+), newest AS (
+    SELECT run_id, example_id, step, attempt, best, mean,
+           MAX(attempt) OVER (PARTITION BY run_id, step) AS top
+    FROM visits
+), ranked AS (
+    SELECT run_id, example_id, step, mean,
+           CASE WHEN best >= (CASE run_id {solved} END) THEN 1.0 ELSE 0.0 END AS good,
+           ROW_NUMBER() OVER (PARTITION BY run_id, example_id ORDER BY step) AS k,
+           COUNT(*) OVER (PARTITION BY run_id, example_id) AS n
+    FROM newest WHERE attempt = top
+)
+SELECT run_id, example_id, MAX(n) AS visits,
+       AVG(CASE WHEN k <= (n + 2) / 3 THEN good END) AS early,
+       AVG(CASE WHEN k > n - (n + 2) / 3 THEN good END) AS late,
+       AVG(CASE WHEN k <= (n + 2) / 3 THEN mean END) AS early_mean,
+       AVG(CASE WHEN k > n - (n + 2) / 3 THEN mean END) AS late_mean,
+       MIN(CASE WHEN good > 0 THEN step END) AS first_right,
+       MAX(CASE WHEN k = n THEN good END) AS right_at_end,
+       MIN(step) AS first_step, MAX(step) AS last_step
+FROM ranked
+GROUP BY run_id, example_id
+"""
+
+
+@dataclass
+class Side:
+    """One side's numbers on one example (averaged over its runs that drew it)."""
+
+    runs: int  # how many of the side's runs drew the example
+    visits: int  # their visits, summed
+    early: float
+    late: float
+    early_mean: float | None
+    late_mean: float | None
+    first_right: int | None
+    right_at_end: float  # share of the runs right at their last visit
+    first_step: int
+    last_step: int
+
+    @property
+    def gain(self) -> float:
+        return self.late - self.early
+
+    @property
+    def solved_early(self) -> bool:
+        return self.early >= SOLVED_SHARE
+
+    @property
+    def solved_late(self) -> bool:
+        return self.late >= SOLVED_SHARE
+
+    @property
+    def lost(self) -> bool:
+        return self.solved_early and not self.solved_late
+
+
+@dataclass
+class Row:
+    example_id: str
+    category: str
+    a: Side | None
+    b: Side | None
+
+    @property
+    def late_gap(self) -> float | None:
+        return None if self.a is None or self.b is None else abs(self.a.late - self.b.late)
+
+    @property
+    def gain_gap(self) -> float | None:
+        return None if self.a is None or self.b is None else abs(self.a.gain - self.b.gain)
+
+    @property
+    def mean_gap(self) -> float | None:
+        if self.a is None or self.b is None or self.a.late_mean is None or self.b.late_mean is None:
+            return None
+        return abs(self.a.late_mean - self.b.late_mean)
+
+
+@dataclass
+class Partways:
+    a: list[Run]
+    b: list[Run]
+    solved: dict[int, float]  # run id -> threshold used
+    rows: list[Row]  # every example, ranked
+    counts: dict[str, int]  # category -> examples, every category present (0 when none)
+    notes: list[str] = field(default_factory=list)  # what is missing: runs without rollouts, retention
+
+    def of_category(self, category: str | None) -> list[Row]:
+        return self.rows if not category else [r for r in self.rows if r.category == category]
+
+
+def _check(a: Sequence[Run], b: Sequence[Run]) -> None:
+    if not a or not b:
+        raise ExamplesRefused("Both sides need at least one run: a=<run id>[,<id>...]&b=<run id>[,<id>...].")
+    for name, side in (("A", a), ("B", b)):
+        if len(side) > MAX_RUNS_PER_SIDE:
+            raise ExamplesRefused(f"Side {name} has {len(side)} runs; at most {MAX_RUNS_PER_SIDE} per side.")
+    both = sorted({r.pk for r in a} & {r.pk for r in b})
+    if both:
+        names = ", ".join(str(pk) for pk in both)
+        raise ExamplesRefused(f"Run {names} is on both sides: a run does not part from itself. Choose other "
+                              "runs for one side (a run against itself at two checkpoints: open one example "
+                              "across runs).")
+    same_task([*a, *b])
+
+
+def per_run_rows(runs: Sequence[Run], solved: dict[int, float]) -> list[tuple]:
+    """The SQL aggregate: (run_id, example_id, visits, early, late, early_mean, late_mean,
+    first_right, right_at_end, first_step, last_step) per run and example."""
+    ids = [r.pk for r in runs]
+    cases = " ".join("WHEN %s THEN %s" for _ in ids)
+    # Placeholders are filled in text order: the IN list (in `visits`) precedes the CASE (in `ranked`).
+    params = ids + [v for pk in ids for v in (pk, float(solved[pk]))]
+    sql = PER_RUN_SQL.format(runs=", ".join("%s" for _ in ids), solved=cases)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _side(found: list[tuple]) -> Side | None:
+    if not found:
+        return None
+
+    def mean(values):
+        kept = [float(v) for v in values if v is not None]
+        return sum(kept) / len(kept) if kept else None
+
+    firsts = [f for f in (row[7] for row in found) if f is not None]
+    return Side(runs=len(found), visits=sum(int(row[2]) for row in found),
+                early=mean(row[3] for row in found) or 0.0, late=mean(row[4] for row in found) or 0.0,
+                early_mean=mean(row[5] for row in found), late_mean=mean(row[6] for row in found),
+                first_right=min(firsts) if firsts else None,
+                right_at_end=mean(row[8] for row in found) or 0.0,
+                first_step=min(int(row[9]) for row in found), last_step=max(int(row[10]) for row in found))
+
+
+def category(a: Side | None, b: Side | None) -> str:
+    """The example's category (see the module docstring)."""
+    if a is None:
+        return "only_b"
+    if b is None:
+        return "only_a"
+    if a.solved_late and b.solved_late:
+        return "solved_both"
+    if a.solved_late:
+        return "lost_b" if b.lost else "learned_a"
+    if b.solved_late:
+        return "lost_a" if a.lost else "learned_b"
+    if a.lost and b.lost:
+        return "lost_a" if -a.gain >= -b.gain else "lost_b"
+    if a.lost:
+        return "lost_a"
+    if b.lost:
+        return "lost_b"
+    return "unsolved_both"
+
+
+def _rank_key(row: Row):
+    compared = row.a is not None and row.b is not None
+    return (not compared, -(row.late_gap or 0.0), -(row.gain_gap or 0.0), -(row.mean_gap or 0.0), row.example_id)
+
+
+def _notes(runs: Sequence[Run], seen: set[int]) -> list[str]:
+    """What the table cannot count: runs with no rollouts, steps whose rollouts retention dropped."""
+    notes = []
+    for run in runs:
+        if run.pk not in seen:
+            notes.append(f"Run {run.pk} ({run.name or run.task.name}) has no rollouts stored"
+                         f"{' yet' if run.current_step == 0 else ''}: it counts on no example.")
+            continue
+        retention = Retention.of(run)
+        last_dropped = run.current_step - retention.last_steps
+        if retention.active and last_dropped >= 1:
+            every = f", except every {retention.every}th," if retention.every else ""
+            notes.append(f"Run {run.pk} {retention.describe()}: steps 1–{last_dropped}{every} have no rollouts, so "
+                         "its early visits are the earliest steps it kept (step metrics, not counted here, "
+                         "keep every step).")
+    return notes
+
+
+def partways(a: Sequence[Run], b: Sequence[Run], *, solved: float | None = None) -> Partways:
+    """Every example of side `a` and side `b` (runs the caller may read), ranked; ExamplesRefused when
+    they cannot be compared (no run on a side, a run on both, different tasks, too many runs)."""
+    a, b = list(a), list(b)
+    _check(a, b)
+    if solved is not None and not math.isfinite(solved):
+        raise ExamplesRefused("'solved' must be a finite number.")
+    thresholds = {run.pk: solved if solved is not None else solved_threshold(run) for run in [*a, *b]}
+    by_example: dict[str, tuple[list, list]] = {}
+    a_ids = {r.pk for r in a}
+    seen = set()
+    for row in per_run_rows([*a, *b], thresholds):
+        seen.add(row[0])
+        sides = by_example.setdefault(row[1], ([], []))
+        sides[0 if row[0] in a_ids else 1].append(row)
+    rows = []
+    for example_id, (found_a, found_b) in by_example.items():
+        side_a, side_b = _side(found_a), _side(found_b)
+        rows.append(Row(example_id, category(side_a, side_b), side_a, side_b))
+    rows.sort(key=_rank_key)
+    counts = dict.fromkeys(CATEGORIES, 0)
+    for row in rows:
+        counts[row.category] += 1
+    return Partways(a, b, thresholds, rows, counts, _notes([*a, *b], seen))
+
+
+def row_dict(row: Row) -> dict:
+    """One row as the API and the client show it: a flat dict, `a_*` and `b_*` per side."""
+    out = {"example_id": row.example_id, "category": row.category, "late_gap": row.late_gap,
+           "gain_gap": row.gain_gap}
+    for name, side in (("a", row.a), ("b", row.b)):
+        values = {"runs": 0, "visits": 0, "early": None, "late": None, "gain": None, "early_mean": None,
+                  "late_mean": None, "first_right": None, "right_at_end": None, "first_step": None,
+                  "last_step": None}
+        if side is not None:
+            values.update(runs=side.runs, visits=side.visits, early=side.early, late=side.late, gain=side.gain,
+                          early_mean=side.early_mean, late_mean=side.late_mean, first_right=side.first_right,
+                          right_at_end=side.right_at_end, first_step=side.first_step, last_step=side.last_step)
+        out.update({f"{name}_{key}": value for key, value in values.items()})
+    return out
