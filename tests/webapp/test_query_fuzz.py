@@ -33,6 +33,7 @@ PAGES = {
     "/runs/{run}/export/metrics.csv": ["format"],
     "/runs/{run}/export/rollouts.jsonl": ["format"],
     "/runs/compare": ["runs", "metrics", "band", "group_by", "experiment"],
+    "/runs/examples/across": ["runs", "example", "align", "solved"],
     "/runs/new": ["task", "preset", "model"],
 }
 HOSTILE = st.one_of(
