@@ -30,9 +30,10 @@ The ranking puts first the examples on which the sides ended furthest apart, `|l
 then those whose progress differed most, `|gain_A - gain_B|`, then `|late_mean_A - late_mean_B|`,
 then the example id.
 
-Cost: one query for every run of both sides, aggregated in the database (per run, example and step,
-then per run and example with window functions): no rollout row reaches Python, and the number of
-queries does not grow with runs, steps or examples. The rows are one per run and example.
+Cost: two queries for every run of both sides (the steps a resume re-did, then the aggregate, in the
+database: per run, example and step, then per run and example with a window function): no rollout
+row reaches Python, and the number of queries does not grow with runs, steps or examples. The
+aggregate's rows are one per run and example.
 """
 
 from __future__ import annotations
@@ -60,25 +61,23 @@ CATEGORIES = {
     "only_b": "Drawn by B only",
 }
 
-# Per run, example and step: the step's newest attempt (over the whole step, so an example that the
-# resumed attempt did not draw again is not read from the older one), then early and late thirds.
-# `{solved}` is a CASE over the run ids; `{runs}` their placeholders.
+# Per run, example and step (a visit), then early and late thirds by the visit's rank in its run.
+# `{stale}` drops the rollouts of steps a later attempt re-did (`_stale_ranges`), `{solved}` is a CASE
+# over the run ids, `{runs}` their placeholders. With an index on (run, example_id, step) that covers
+# total_reward, attempt and teacher, PostgreSQL reads it in order: one index-only scan, no sort.
 PER_RUN_SQL = """
 WITH visits AS (
-    SELECT r.run_id, r.example_id, r.step, r.attempt, MAX(r.total_reward) AS best, AVG(r.total_reward) AS mean
+    SELECT r.run_id, r.example_id, r.step, MAX(r.total_reward) AS best, AVG(r.total_reward) AS mean,
+           ROW_NUMBER() OVER w AS k, COUNT(*) OVER w AS n
     FROM runs_rollout r
-    WHERE r.run_id IN ({runs}) AND r.teacher = ''
-    GROUP BY r.run_id, r.example_id, r.step, r.attempt
-), newest AS (
-    SELECT run_id, example_id, step, attempt, best, mean,
-           MAX(attempt) OVER (PARTITION BY run_id, step) AS top
-    FROM visits
+    WHERE r.run_id IN ({runs}) AND r.teacher = ''{stale}
+    GROUP BY r.run_id, r.example_id, r.step
+    WINDOW w AS (PARTITION BY r.run_id, r.example_id ORDER BY r.step
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ), ranked AS (
-    SELECT run_id, example_id, step, mean,
-           CASE WHEN best >= (CASE run_id {solved} END) THEN 1.0 ELSE 0.0 END AS good,
-           ROW_NUMBER() OVER (PARTITION BY run_id, example_id ORDER BY step) AS k,
-           COUNT(*) OVER (PARTITION BY run_id, example_id) AS n
-    FROM newest WHERE attempt = top
+    SELECT run_id, example_id, step, mean, k, n,
+           CASE WHEN best >= (CASE run_id {solved} END) THEN 1.0 ELSE 0.0 END AS good
+    FROM visits
 )
 SELECT run_id, example_id, MAX(n) AS visits,
        AVG(CASE WHEN k <= (n + 2) / 3 THEN good END) AS early,
@@ -90,6 +89,13 @@ SELECT run_id, example_id, MAX(n) AS visits,
        MIN(step) AS first_step, MAX(step) AS last_step
 FROM ranked
 GROUP BY run_id, example_id
+"""
+# Steps stored by more than one attempt: (run, attempt, step) of every attempt but the newest.
+STALE_SQL = """
+SELECT m.run_id, m.attempt, m.step FROM runs_stepmetric m
+WHERE m.run_id IN ({runs}) AND EXISTS (
+    SELECT 1 FROM runs_stepmetric n WHERE n.run_id = m.run_id AND n.step = m.step AND n.attempt > m.attempt)
+ORDER BY m.run_id, m.attempt, m.step
 """
 
 
@@ -175,14 +181,33 @@ def _check(a: Sequence[Run], b: Sequence[Run]) -> None:
     same_task([*a, *b])
 
 
+def _stale_ranges(ids: list[int]) -> list[tuple[int, int, int, int]]:
+    """(run, attempt, first step, last step) of the step ranges a later attempt re-did (a resume re-does
+    the steps after its checkpoint: a range or two per resume, whatever the run's length)."""
+    with connection.cursor() as cursor:
+        cursor.execute(STALE_SQL.format(runs=", ".join("%s" for _ in ids)), ids)
+        ranges: list[list[int]] = []
+        for run_id, attempt, step in cursor.fetchall():
+            last = ranges[-1] if ranges else None
+            if last is not None and last[:2] == [run_id, attempt] and last[3] == step - 1:
+                last[3] = step
+            else:
+                ranges.append([run_id, attempt, step, step])
+    return [tuple(r) for r in ranges]
+
+
 def per_run_rows(runs: Sequence[Run], solved: dict[int, float]) -> list[tuple]:
     """The SQL aggregate: (run_id, example_id, visits, early, late, early_mean, late_mean,
-    first_right, right_at_end, first_step, last_step) per run and example."""
+    first_right, right_at_end, first_step, last_step) per run and example. Two queries: the steps
+    re-done by a later attempt (their older rollouts are left out, as the inspectors show the newest
+    attempt of a step), then the aggregate."""
     ids = [r.pk for r in runs]
+    stale = _stale_ranges(ids)
+    stale_sql = "".join(" AND NOT (r.run_id = %s AND r.attempt = %s AND r.step BETWEEN %s AND %s)" for _ in stale)
     cases = " ".join("WHEN %s THEN %s" for _ in ids)
-    # Placeholders are filled in text order: the IN list (in `visits`) precedes the CASE (in `ranked`).
-    params = ids + [v for pk in ids for v in (pk, float(solved[pk]))]
-    sql = PER_RUN_SQL.format(runs=", ".join("%s" for _ in ids), solved=cases)
+    # Placeholders are filled in text order: the IN list and the stale ranges (in `visits`), then the CASE.
+    params = [*ids, *(v for r in stale for v in r), *(v for pk in ids for v in (pk, float(solved[pk])))]
+    sql = PER_RUN_SQL.format(runs=", ".join("%s" for _ in ids), stale=stale_sql, solved=cases)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -27,7 +27,7 @@ def sides(owner):
 
 def test_the_examples_gdpo_learned_rank_first_and_the_counts_are_right(sides, django_assert_num_queries):
     gdpo, grpo = sides
-    with django_assert_num_queries(1):  # every run of both sides in one aggregate
+    with django_assert_num_queries(2):  # every run of both sides: the re-done steps, one aggregate
         found = partways(gdpo, grpo)
     assert [r.example_id for r in found.rows] == EXPECTED_ORDER
     assert {r.example_id: r.category for r in found.rows} == EXPECTED_CATEGORY
@@ -70,13 +70,15 @@ def test_one_run_a_side(sides):
 
 def test_the_newest_attempt_of_a_step_wins(owner, sides):
     gdpo, grpo = sides
-    # GDPO seed 0 resumed at step 10: its attempt 2 got everything wrong at steps 10-12.
-    plan = {example: plans[0][0] for example, plans in PLAN.items()}
+    # GDPO seed 0 resumed at step 10: its attempt 2 got everything wrong at steps 10-12, and did not
+    # draw e5 there: attempt 1's visits of e5 at those steps are gone with the rest of the old steps.
+    plan = {example: plans[0][0] for example, plans in PLAN.items() if example != "e5"}
     ingest(gdpo[0], [step_event(s, plan, estimator="gdpo", attempt=2, wrong_all=True) for s in range(10, 13)])
     rows = {r.example_id: r for r in partways([gdpo[0]], [grpo[0]]).rows}
     assert rows["e1"].a.visits == 12 and rows["e1"].a.late == 0.25  # step 9 right, 10-12 wrong
     assert rows["e1"].a.right_at_end == 0.0 and rows["e1"].category == "unsolved_both"
-    assert rows["e5"].category == "lost_a"  # always right before, wrong in the new attempt's late steps
+    assert (rows["e5"].a.visits, rows["e5"].a.last_step, rows["e5"].a.late) == (9, 9, 1.0)
+    assert rows["e5"].category == "solved_both"
 
 
 def test_solved_overrides_the_threshold(sides):
