@@ -38,7 +38,7 @@ PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "ap
             "runs:list", "runs:list_under_runs", "runs:new", "runs:import", "prefs:preference", "api:schema", "api:docs",
             "api:external_runs", "projects:list", "sharing:list", "studies", "api:sweeps"}
 # A run's pages that a share link opens (webapp/runs/access.py `link_readable`).
-RUN_READ = {"runs:detail", "runs:metrics", "runs:heatmap", "runs:timeline", "runs:step", "runs:trajectories", "runs:group",
+RUN_READ = {"runs:detail", "runs:credit", "runs:metrics", "runs:heatmap", "runs:timeline", "runs:step", "runs:trajectories", "runs:group",
             "runs:example_history", "runs:example_history_query", "runs:call_prompt", "runs:export_metrics",
             "runs:export_rollouts", "runs:compare", "runs:adapter", "runs:examples_across"}
 API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter", "api:sweep"}

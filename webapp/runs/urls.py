@@ -2,6 +2,7 @@ from django.urls import path
 
 from webapp.runs import import_views, views
 from webapp.runs.charts import views as compare_views
+from webapp.runs.credit import views as credit_views
 from webapp.runs.examples import across_views
 from webapp.runs.export import views as export_views
 from webapp.runs.inspector import history_views
@@ -21,6 +22,7 @@ urlpatterns = [
     path("runs/<int:run_id>/heatmap.json", views.run_heatmap, name="heatmap"),
     path("runs/<int:run_id>/timeline.json", views.run_timeline_data, name="timeline"),
     path("runs/<int:run_id>/steps/<int:step>/", views.run_step, name="step"),
+    path("runs/<int:run_id>/credit", credit_views.run_credit_fragment, name="credit"),
     path("runs/<int:run_id>/steps/<int:step>/trajectories", views.run_trajectories, name="trajectories"),
     path("runs/<int:run_id>/groups/<int:group_id>/", views.run_group, name="group"),
     path("runs/<int:run_id>/examples/", history_views.example_history, name="example_history_query"),

@@ -17,6 +17,8 @@ from webapp.runs.access import (
 from webapp.runs.charts import blocks as series_store
 from webapp.runs.charts import series
 from webapp.runs.charts.timeline import run_timeline
+from webapp.runs.credit import report as credit
+from webapp.runs.credit.views import change_steps
 from webapp.runs.hooks import launch_action_chosen, launch_actions_offered, run_page_extras
 from webapp.runs.ingest.retention import rollouts_dropped
 from webapp.runs.ingest.texts import fill_call_texts
@@ -146,6 +148,7 @@ def _detail_context(run, user) -> dict:
     # Phase 1's record (webapp/runs/ingest/prompt_phase.py) for a run that optimizes prompts first, else None.
     prompt_phase = {"optimizer": run.config.get("prompt_optimizer"), **(run.prompt_optimization or {})} if optimizes else None
     return {"run": run, "live": live, "prompt_phase": prompt_phase, "chart_sections": CHART_SECTIONS,
+            "credit_section": credit.program_is_multi_module(run),  # loaded from runs:credit
             "move_choices": list(run_move_targets(user, run)) if run.access.can_change else [],
             **(run_page_extras([run]) if run.access.signed_in_reader else {})}  # e.g. its experiments
 
@@ -274,9 +277,14 @@ def run_step(request, run_id: int, step: int):
     try:
         attempt = _int_param(request, "attempt", low=1)
         offset = _int_param(request, "offset", default=0)
+        from_step, _ = change_steps(request)
     except BadParam as exc:
         return _bad(request, str(exc))
     attempt, metrics = inspect.step_attempt(run, step, attempt)
+    try:
+        credit_report = credit.step_section(run, step, attempt, from_step=from_step)  # None: one module
+    except BadParam as exc:
+        return _bad(request, str(exc))
     module = request.GET.get("module", "")[:100]
     examples, n_examples = inspect.step_examples(run, attempt, step, offset=offset, limit=EXAMPLES_PAGE)
     group_rows, n_groups = inspect.step_groups(run, attempt, step, module=module, limit=GROUPS_PAGE)
@@ -287,6 +295,7 @@ def run_step(request, run_id: int, step: int):
         "modules": inspect.step_module_summary(run, attempt, step), "groups": group_rows, "n_groups": n_groups,
         "module": module, "dropped": "" if examples else rollouts_dropped(run, step),
         "forks": token_present.fork_rows(run, attempt, step), "no_forks": token_present.no_forks_note(run),
+        "credit": credit_report,
     })
 
 
