@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from webapp.runs.access import link_readable, runs_readable
 from webapp.runs.examples import across
+from webapp.runs.examples.across_html import rows_html
 from webapp.runs.examples.common import ExamplesRefused
 from webapp.runs.inspector.grid_cells import example_history_url
 from webapp.runs.params import BadParam
@@ -64,7 +65,7 @@ def examples_across(request):
                         + urlencode({"example": example_id, "attempt": cell.attempt}))
     older = across_url(found.older_columns(), example_id, align, solved) if found.capped else None
     return render(request, "runs/examples/across.html", {
-        "across": found, "older_url": older,
+        "across": found, "older_url": older, "rows_html": rows_html(found),
         "align_urls": {a: across_url(windows, example_id, a, solved) for a in across.ALIGNS},
         "runs_param": ",".join(str(w) for w in windows), "cap": across.VISITS_CAP,
     })

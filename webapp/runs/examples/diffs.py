@@ -9,6 +9,7 @@ so the diff reads as the new answer with the words it added in <ins> and those i
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ class Piece:
     text: str
 
 
-def _tokens(text: str) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=2048)  # a visit's answer is diffed twice: down its column and across its row
+def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(words, the whitespace before each word) of `text`; a trailing whitespace run is dropped."""
     words, spaces, pending = [], [], ""
     for token in TOKEN.findall(text or ""):
@@ -39,12 +41,14 @@ def _tokens(text: str) -> tuple[list[str], list[str]]:
             words.append(token)
             spaces.append(pending)
             pending = ""
-    return words, spaces
+    return tuple(words), tuple(spaces)
 
 
 def word_diff(old: str | None, new: str | None) -> list[Piece]:
     """The pieces that turn `old` into `new`, word by word; adjacent pieces of one kind are merged.
     A deletion comes before the insertion that replaces it."""
+    if (old or "") == (new or ""):
+        return [Piece("same", new)] if new else []
     old_words, old_spaces = _tokens(old or "")
     new_words, new_spaces = _tokens(new or "")
     matcher = difflib.SequenceMatcher(None, old_words, new_words, autojunk=AUTOJUNK)
