@@ -113,8 +113,10 @@ def _summary_note(cells: list[ModuleStep], final: bool) -> str:
     return "Pearson's r between its local reward and the final reward, averaged over steps."
 
 
-def window_start(run: Run, *, steps: int = WINDOW_STEPS) -> int:
-    """The oldest step of the window: the `steps`-th newest step that stored groups (1 query)."""
+def window_start(run: Run, *, steps: int | None = None) -> int:
+    """The oldest step of the window: the `steps`-th (default `WINDOW_STEPS`) newest step that stored
+    groups, 0 when fewer did (1 query)."""
+    steps = steps or WINDOW_STEPS
     older = (Group.objects.filter(run=run).values_list("step", flat=True).distinct()
              .order_by("-step")[steps - 1:steps])
     found = list(older)

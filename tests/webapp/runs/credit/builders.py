@@ -85,3 +85,46 @@ def constructed_step(step: int, *, with_groups: bool = True, extra_example: bool
             for v in variances[1:]:  # a further group of the module: one member, its own variance
                 groups.append(group(module, "q0", v, [("t1", f"{prefix}1", 0.5)]))
     return step_event(step, rollouts, groups)
+
+
+def drifting_mhgpo_step(step: int, *, questions: int = 3, group_size: int = 3) -> dict:
+    """A real MHGPO step through the trainer's own code: `fork_on` (MHGPO Algorithm 2) at an agent that
+    moves with the step and the question, rewards that vary with the step, agent-specific penalties,
+    backward propagation (Eq. 4), the groups of Eq. 5 and GRPO advantages; the answers' words drift
+    from step to step, so the change between two steps is neither 0 nor 1."""
+    import random
+
+    import numpy as np
+
+    from trainer.algorithms.advantages import grpo_advantages
+    from trainer.algorithms.groups import assign_advantages, group_reward_arrays
+    from trainer.algorithms.metrics import annotate_group_stats
+    from trainer.algorithms.propagation import apply_specific_rewards, mhgpo_groups, propagate_rewards
+    from trainer.rollouts.sampling import LinearChain, fork_on
+    from trainer.rollouts.trajectory import jsonable
+
+    rng = random.Random(step)
+    words = ["paris", "capital", "france", "city", "river", "seine", "north", "europe", "lyon", "tower"]
+
+    def generate(agent, prompts):
+        return [" ".join(rng.sample(words[: 4 + min(step, 6)], k=2 + (i + step) % 3)) for i, _ in enumerate(prompts)]
+
+    program = LinearChain(CHAIN)
+    trajectories = []
+    for q in range(questions):
+        agent = CHAIN[(step + q) % len(CHAIN)]
+        trajectories += fork_on(program, f"question {q}", agent, group_size=group_size, generate=generate,
+                                example_id=f"q{q}")
+    for t in trajectories:
+        t.total_reward = rng.choice([0.0, 0.5, 1.0])
+        t.rewards = {"f1": t.total_reward}
+    apply_specific_rewards(trajectories, {"answerer": lambda c: -0.5 if len(c.completion.split()) > 3 else 0.0,
+                                          "rewriter": lambda c: -0.25 if "lyon" in c.completion else 0.0})
+    propagate_rewards(trajectories)
+    groups = mhgpo_groups(trajectories)
+    rewards, ids = group_reward_arrays(groups, source="call")
+    assign_advantages(groups, grpo_advantages(rewards, ids))
+    annotate_group_stats(groups, rewards)
+    return jsonable({"type": "step", "attempt": 1, "step": step,
+                     "metrics": {"reward/mean": float(np.mean([t.total_reward for t in trajectories]))},
+                     "rollouts": [t.to_dict() for t in trajectories], "groups": [g.to_dict() for g in groups]})

@@ -12,6 +12,7 @@ from tests.webapp.runs.credit.builders import (
     REWRITER_LOCAL,
     VARIANCES,
     constructed_step,
+    drifting_mhgpo_step,
     on_chain,
 )
 from tests.webapp.runs.seeding import (
@@ -148,10 +149,11 @@ def test_retention_that_dropped_the_earlier_step_is_named(owner):
     assert "dropped by this run's retention" in step_report(run, 2, 1, from_step=1).change.absent
 
 
-@pytest.mark.parametrize("questions, group_size", [(2, 3), (4, 2)])
-def test_on_real_mhgpo_toy_steps_the_shares_add_up_to_one(owner, questions, group_size):
+@pytest.mark.parametrize("build, questions, group_size", [
+    (mhgpo_step_event, 2, 3), (mhgpo_step_event, 4, 2), (drifting_mhgpo_step, 3, 3), (drifting_mhgpo_step, 5, 4)])
+def test_on_real_mhgpo_toy_steps_the_shares_add_up_to_one(owner, build, questions, group_size):
     run = on_chain(make_run(owner, config={"strategy": "mhgpo", "sampling": "fof"}))
-    events = [mhgpo_step_event(s, questions=questions, group_size=group_size) for s in (1, 2, 3)]
+    events = [build(s, questions=questions, group_size=group_size) for s in (1, 2, 3)]
     ingest(run, events)
     credit = step_credit(run, first=1, last=3)
     assert credit.steps == [1, 2, 3] and set(credit.modules) == {"rewriter", "reranker", "answerer"}
@@ -179,3 +181,12 @@ def test_on_real_mhgpo_toy_steps_the_shares_add_up_to_one(owner, questions, grou
             assert cell.correlation == pytest.approx(statistics.correlation(xs, ys), abs=1e-9)
         else:
             assert cell.correlation is None
+
+
+def test_the_run_page_reads_a_window_of_the_newest_steps(owner, monkeypatch):
+    monkeypatch.setattr("webapp.runs.credit.selectors.WINDOW_STEPS", 3)
+    run = on_chain(make_run(owner, config={"strategy": "mhgpo"}))
+    ingest(run, [drifting_mhgpo_step(s) for s in range(1, 7)])
+    report = run_credit(run)
+    assert report.credit.steps == [4, 5, 6] and report.window == (4, 6)
+    assert (report.change.from_step, report.change.to_step) == (1, 6)  # the change: earliest and newest stored
