@@ -156,11 +156,23 @@ def test_visits_are_capped_newest_first_with_the_windows_of_older_ones(runs, mon
 
 
 def test_external_runs_of_the_same_task(owner, runs):
+    """A run trained elsewhere (TRL), logged through the API's own ingest onto the same task: one call
+    per rollout (module "completion"), its reward the components' sum."""
+    from webapp.runs.ingest.external import DEFAULT_MODULE, external_run_start, external_steps_log
+
     a, _ = runs
-    external = run_with(owner, B_VISITS, origin="trl")
-    assert external.is_external
+    external, _ = external_run_start(owner, client_id="trl-1", task=a.task.name, origin="trl")
+    external_steps_log(external, [{"step": step, "rollouts": [
+        {"prompt": "Q q1", "completion": answer, "rewards": {"correct": reward}, "example_id": "q1", "group": "q1"},
+        {"prompt": "Q q1", "completion": "no idea", "rewards": {"correct": 0.0}, "example_id": "q1", "group": "q1"}]}
+        for step, answer, reward in ((1, "It is 5", 0.0), (2, "It is 4", 1.0))])
+    assert external.is_external and external.task_id == a.task_id
     found = example_across([a, external], columns_of(a, external), "q1")
-    assert found.columns[1].first_right == 3
+    column = found.columns[1]
+    assert column.threshold == 1.0 and column.first_right == 2
+    assert [[(x.label, x.text) for x in c.lines] for c in column.cells] == [[(DEFAULT_MODULE, "It is 5")],
+                                                                          [(DEFAULT_MODULE, "It is 4")]]
+    assert changed_words(column.cells[1].lines[0].against_previous) == (["4"], ["5"])
 
 
 def test_runs_offered_by_the_history_form(owner, runs, stranger):
