@@ -30,8 +30,11 @@ class CreditReport:
 
 
 def program_is_multi_module(run: Run) -> bool:
-    """Whether the run's program names more than one module, or none (an external run's program may
-    not say): the run page shows the Credit section then. Costs no query past the run's task."""
+    """Whether the run page and the step page show the Credit section: a program that names more than
+    one module (or none), or a run trained elsewhere, whose one-module placeholder program does not say
+    what its rollouts hold (the section then reads the modules from them). No query past the run's task."""
+    if run.is_external:
+        return True
     modules = run.task.program.modules if run.task_id else []
     return not isinstance(modules, list) or len(modules) != 1
 

@@ -143,3 +143,14 @@ def test_the_number_of_queries_does_not_grow_with_the_run(client, owner):
     assert _queries(client, fragment(small)) == _queries(client, fragment(large))
     step_small = _queries(client, reverse("runs:step", args=[small.pk, 2]))
     assert step_small == _queries(client, reverse("runs:step", args=[large.pk, 2]))
+
+
+def test_an_external_run_gets_the_section_and_is_told_it_stored_no_advantages(client, owner):
+    found = make_run(owner, origin="sdk")  # the one-module placeholder program of runs trained elsewhere
+    ingest(found, [constructed_step(1, with_groups=False), constructed_step(2, with_groups=False)])
+    client.force_login(owner)
+    assert 'id="credit-section"' in client.get(reverse("runs:detail", args=[found.pk])).content.decode()
+    html = client.get(fragment(found)).content.decode()
+    assert "This run stored no advantages" in html and 'id="credit-table"' in html
+    step = client.get(reverse("runs:step", args=[found.pk, 2])).content.decode()
+    assert 'id="credit-no-advantages"' in step
