@@ -181,6 +181,36 @@ class Client:
         params = [("attempt", attempt), ("module", module)]
         return pd.DataFrame(list(self._pages(f"runs/{int(run_id)}/steps/{int(step)}/groups/", params)))
 
+    # --- examples across runs -----------------------------------------------------------------
+
+    def examples_diff(self, a: int | Iterable[int], b: int | Iterable[int], *, solved: float | None = None,
+                      kind: str | None = None) -> pd.DataFrame:
+        """Where two runs part: one row per example, ranked by how differently side `a` and side `b`
+        did on it (a run id, or several: a seed group, averaged), as the part-ways page shows it.
+        Columns: example_id, category (learned_a, learned_b, lost_a, lost_b, solved_both, unsolved_both,
+        only_a, only_b), late_gap, gain_gap, and per side `a_`/`b_` runs, visits, early, late, gain,
+        early_mean, late_mean, first_right, right_at_end, first_step, last_step. `solved` is the total
+        reward that counts as right (default: each run's sum of its rewards' weights); `kind` keeps one
+        category. The counts per category are `frame.attrs["counts"]`, the notes on what the table could
+        not count (runs without rollouts, steps retention dropped) `frame.attrs["notes"]`."""
+        params = [("a", _ids(a)), ("b", _ids(b)), ("solved", solved), ("kind", kind)]
+        offset, rows, first = 0, [], None
+        while True:
+            page = self.get("examples/diff/", [*params, ("limit", PAGE_SIZE), ("offset", offset)])
+            first = first or page
+            rows += page["results"]
+            offset += len(page["results"])
+            if not page["results"] or offset >= page["count"]:
+                break
+        frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else ["example_id", "category"])
+        frame.attrs["counts"] = first["counts"]
+        frame.attrs["notes"] = first["notes"]
+        return frame
+
+
+def _ids(runs: int | Iterable[int]) -> str:
+    return str(int(runs)) if isinstance(runs, int) else ",".join(str(int(r)) for r in runs)
+
 
 def _flat_run(run: dict) -> dict:
     row = {key: value for key, value in run.items() if key not in ("summary", "config")}

@@ -40,8 +40,9 @@ PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "ap
 # A run's pages that a share link opens (webapp/runs/access.py `link_readable`).
 RUN_READ = {"runs:detail", "runs:credit", "runs:metrics", "runs:heatmap", "runs:timeline", "runs:step", "runs:trajectories", "runs:group",
             "runs:example_history", "runs:example_history_query", "runs:call_prompt", "runs:export_metrics",
-            "runs:export_rollouts", "runs:compare", "runs:adapter", "runs:examples_across"}
-API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter", "api:sweep"}
+            "runs:export_rollouts", "runs:compare", "runs:adapter", "runs:examples_across",
+            "runs:examples_partways"}
+API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter", "api:sweep", "api:examples_diff"}
 # Any member of the project (watching is reading); a share link opens runs only, never a sweep.
 READ = {"experiments:detail", "alerts:run_rule_add", "sweeps:detail", "sweeps:data"}
 # Changing a run: its owner while a member, an admin of its project, staff.
@@ -65,7 +66,9 @@ QUERY = {"runs:example_history_query": "?example={example_id}", "runs:trajectori
          "runs:actions": "?action=archive&runs={run_id}", "runs:compare": "?runs={run_id}",
          "sharing:new": "?runs={run_id}",
          # The across-runs page: a run against itself in a window (a share link opens its own run only).
-         "runs:examples_across": "?runs={run_id}:0-1,{run_id}&example={example_id}"}
+         "runs:examples_across": "?runs={run_id}:0-1,{run_id}&example={example_id}",
+         # Where two runs part: a run against itself (a table where nothing parts, said in a note).
+         "runs:examples_partways": "?a={run_id}&b={run_id}", "api:examples_diff": "?a={run_id}&b={run_id}"}
 # Which of alice's runs a URL names, when not her running run.
 RUN_FOR = {"scheduling:cancel": "queued", "scheduling:front": "queued", "api:adapter": "finished",
            "runs:adapter": "finished", "api:steps": "external", "api:finish": "external"}

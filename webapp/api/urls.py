@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from webapp.api import logging_views, pages, sweep_views, views
+from webapp.api import examples_views, logging_views, pages, sweep_views, views
 
 app_name = "api"
 
@@ -24,6 +24,8 @@ urlpatterns = [
     path("external/runs/", logging_views.external_run_create, name="external_runs"),
     path("runs/<int:run_id>/steps/", logging_views.run_steps_log, name="steps"),
     path("runs/<int:run_id>/finish/", logging_views.run_finish, name="finish"),
+    # Where two runs part (webapp/api/examples_views.py): the part-ways table.
+    path("examples/diff/", examples_views.examples_diff, name="examples_diff"),
     # Last: any other address under /api/ is the API's JSON 404 (401 anonymous), not an HTML page.
     re_path(r"^(?P<rest>[\s\S]*)$", views.unknown, name="unknown"),
 ]

@@ -3,7 +3,7 @@ from django.urls import path
 from webapp.runs import import_views, views
 from webapp.runs.charts import views as compare_views
 from webapp.runs.credit import views as credit_views
-from webapp.runs.examples import across_views
+from webapp.runs.examples import across_views, partways_views
 from webapp.runs.export import views as export_views
 from webapp.runs.inspector import history_views
 from webapp.runs.table import views as table_views
@@ -33,6 +33,7 @@ urlpatterns = [
     path("runs/<int:run_id>/adapter.zip", export_views.run_adapter_download, name="adapter"),
     path("runs/compare", compare_views.run_compare, name="compare"),
     path("runs/examples/across", across_views.examples_across, name="examples_across"),
+    path("runs/examples/partways", partways_views.examples_partways, name="examples_partways"),
     path("runs/actions", table_views.runs_action, name="actions"),
     path("runs/<int:run_id>/edit", table_views.run_edit, name="edit"),
     path("runs/<int:run_id>/archive", table_views.run_archive_view, name="archive"),

@@ -26,6 +26,9 @@ Categories, from each side's early and late shares (*solved* means a share of at
 - `solved_both`, `unsolved_both`: both end solved, neither does (and neither lost it);
 - `only_a`, `only_b`: drawn by one side's runs only; nothing to compare, listed last.
 
+A run named on both sides counts in each side's average (a note says so; the same runs on both
+sides make a table where nothing parts, and the note says that instead of refusing).
+
 The ranking puts first the examples on which the sides ended furthest apart, `|late_A - late_B|`,
 then those whose progress differed most, `|gain_A - gain_B|`, then `|late_mean_A - late_mean_B|`,
 then the example id.
@@ -39,6 +42,7 @@ aggregate's rows are one per run and example.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,8 +51,10 @@ from django.db import connection
 from webapp.runs.examples.common import ExamplesRefused, same_task, solved_threshold
 from webapp.runs.ingest.retention import Retention
 from webapp.runs.models import Run
+from webapp.runs.params import BadParam
 
 MAX_RUNS_PER_SIDE = 16
+PAGE_ROWS, MAX_PAGE_ROWS = 200, 5000  # the page's `limit`
 SOLVED_SHARE = 0.5  # a side "solves" an example when at least this share of its visits there are right
 CATEGORIES = {
     "learned_a": "Learned by A, not by B",
@@ -139,6 +145,14 @@ class Row:
     b: Side | None
 
     @property
+    def category_label(self) -> str:
+        return CATEGORIES[self.category]
+
+    @property
+    def sides(self) -> list[tuple[str, Side | None]]:
+        return [("a", self.a), ("b", self.b)]
+
+    @property
     def late_gap(self) -> float | None:
         return None if self.a is None or self.b is None else abs(self.a.late - self.b.late)
 
@@ -162,9 +176,60 @@ class Partways:
     counts: dict[str, int]  # category -> examples, every category present (0 when none)
     notes: list[str] = field(default_factory=list)  # what is missing: runs without rollouts, retention
 
+    @property
+    def solved_label(self) -> str:
+        """The threshold in words: one number, or each run's when they differ."""
+        values = sorted(set(self.solved.values()))
+        if len(values) == 1:
+            return f"{values[0]:g}"
+        return ", ".join(f"{value:g} (run {pk})" for pk, value in self.solved.items())
+
     def of_category(self, category: str | None) -> list[Row]:
         return self.rows if not category else [r for r in self.rows if r.category == category]
 
+
+# --- query parameters (the page and the API) ------------------------------------------------------
+
+# A side as the query names it: run ids separated by commas (spaces around them allowed), at most
+# MAX_RUNS_PER_SIDE, each of at most 18 digits (below INT_PARAM_MAX). The API's schema states the same
+# pattern (webapp/api/examples_views.py), so what it calls valid is exactly what is accepted.
+SIDE_PATTERN = rf"^ *[0-9]{{1,18}} *(, *[0-9]{{1,18}} *){{0,{MAX_RUNS_PER_SIDE - 1}}}$"
+_SIDE = re.compile(SIDE_PATTERN)
+
+
+def parse_side(raw: str | None, name: str) -> list[int]:
+    """The run ids of `a=5` or `a=5,7,9` (a seed group), in order, each once; BadParam says what is wrong."""
+    if raw is None or not raw.strip(" "):
+        raise BadParam(f"'{name}' names no run: give a run id, or several comma-separated for a seed group "
+                       f"({name}=5 or {name}=5,7,9).")
+    if not _SIDE.search(raw):  # search, as a schema's validator reads a pattern ('$' allows a final newline)
+        raise BadParam(f"'{name}' takes up to {MAX_RUNS_PER_SIDE} run ids separated by commas ({name}=5,7,9), "
+                       f"not {raw[:60]!r}.")
+    return list(dict.fromkeys(int(part) for part in raw.split(",")))
+
+
+def parse_solved(raw: str | None, *, blank_is_absent: bool = True) -> float | None:
+    """`solved=`: a finite number; absent (or blank on the page, whose form sends its empty fields) is None."""
+    if raw is None or (blank_is_absent and raw.strip() == ""):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadParam(f"'solved' must be a number (the total reward that counts as right), not {raw[:40]!r}.") from None
+    if not math.isfinite(value):
+        raise BadParam(f"'solved' must be a finite number, not {raw[:40]!r}.")
+    return value
+
+
+def parse_kind(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    if raw not in CATEGORIES:
+        raise BadParam(f"'kind' must be one of {', '.join(CATEGORIES)}, not {raw[:40]!r}.")
+    return raw
+
+
+# --- the table -------------------------------------------------------------------------------------
 
 def _check(a: Sequence[Run], b: Sequence[Run]) -> None:
     if not a or not b:
@@ -172,12 +237,6 @@ def _check(a: Sequence[Run], b: Sequence[Run]) -> None:
     for name, side in (("A", a), ("B", b)):
         if len(side) > MAX_RUNS_PER_SIDE:
             raise ExamplesRefused(f"Side {name} has {len(side)} runs; at most {MAX_RUNS_PER_SIDE} per side.")
-    both = sorted({r.pk for r in a} & {r.pk for r in b})
-    if both:
-        names = ", ".join(str(pk) for pk in both)
-        raise ExamplesRefused(f"Run {names} is on both sides: a run does not part from itself. Choose other "
-                              "runs for one side (a run against itself at two checkpoints: open one example "
-                              "across runs).")
     same_task([*a, *b])
 
 
@@ -256,6 +315,20 @@ def _rank_key(row: Row):
     return (not compared, -(row.late_gap or 0.0), -(row.gain_gap or 0.0), -(row.mean_gap or 0.0), row.example_id)
 
 
+def _overlap_notes(a: Sequence[Run], b: Sequence[Run]) -> list[str]:
+    """A run on both sides is no error (the table stays true), but the page says what it means."""
+    a_ids, b_ids = [r.pk for r in a], [r.pk for r in b]
+    if set(a_ids) == set(b_ids):
+        return ["Both sides are the same runs: every example reads the same on both, and nothing parts. Choose "
+                "other runs for one side; to see a run against itself at two checkpoints, open one example "
+                "across runs."]
+    both = [pk for pk in a_ids if pk in b_ids]
+    if both:
+        return [f"Run{'s' if len(both) > 1 else ''} {', '.join(map(str, both))} "
+                f"{'are' if len(both) > 1 else 'is'} on both sides: counted in each side's average."]
+    return []
+
+
 def _notes(runs: Sequence[Run], seen: set[int]) -> list[str]:
     """What the table cannot count: runs with no rollouts, steps whose rollouts retention dropped."""
     notes = []
@@ -276,19 +349,24 @@ def _notes(runs: Sequence[Run], seen: set[int]) -> list[str]:
 
 def partways(a: Sequence[Run], b: Sequence[Run], *, solved: float | None = None) -> Partways:
     """Every example of side `a` and side `b` (runs the caller may read), ranked; ExamplesRefused when
-    they cannot be compared (no run on a side, a run on both, different tasks, too many runs)."""
+    they cannot be compared (no run on a side, different tasks, too many runs). A run on both sides is
+    read once and counted on each, with a note (the same runs on both sides: nothing parts)."""
     a, b = list(a), list(b)
     _check(a, b)
     if solved is not None and not math.isfinite(solved):
         raise ExamplesRefused("'solved' must be a finite number.")
     thresholds = {run.pk: solved if solved is not None else solved_threshold(run) for run in [*a, *b]}
     by_example: dict[str, tuple[list, list]] = {}
-    a_ids = {r.pk for r in a}
+    a_ids, b_ids = {r.pk for r in a}, {r.pk for r in b}
     seen = set()
-    for row in per_run_rows([*a, *b], thresholds):
+    everyone = list({r.pk: r for r in [*a, *b]}.values())  # a run on both sides is read once
+    for row in per_run_rows(everyone, thresholds):
         seen.add(row[0])
         sides = by_example.setdefault(row[1], ([], []))
-        sides[0 if row[0] in a_ids else 1].append(row)
+        if row[0] in a_ids:
+            sides[0].append(row)
+        if row[0] in b_ids:
+            sides[1].append(row)
     rows = []
     for example_id, (found_a, found_b) in by_example.items():
         side_a, side_b = _side(found_a), _side(found_b)
@@ -297,7 +375,7 @@ def partways(a: Sequence[Run], b: Sequence[Run], *, solved: float | None = None)
     counts = dict.fromkeys(CATEGORIES, 0)
     for row in rows:
         counts[row.category] += 1
-    return Partways(a, b, thresholds, rows, counts, _notes([*a, *b], seen))
+    return Partways(a, b, thresholds, rows, counts, _overlap_notes(a, b) + _notes(everyone, seen))
 
 
 def row_dict(row: Row) -> dict:

@@ -90,8 +90,6 @@ def test_solved_overrides_the_threshold(sides):
 
 def test_refusals(owner, sides):
     gdpo, grpo = sides
-    with pytest.raises(ExamplesRefused, match="on both sides"):
-        partways([gdpo[0]], [gdpo[0], grpo[0]])
     with pytest.raises(ExamplesRefused, match="at least one run"):
         partways([], grpo)
     other_task = Task.objects.create(name="other-task", title="Other", program=make_program())
@@ -118,6 +116,17 @@ def test_a_run_without_rollouts_and_one_whose_retention_dropped_steps_are_named(
     rows = {r.example_id: r for r in found.rows}
     # Only steps 9-12 survive: its early third is steps 9-10 ... the rewards of what survived still count.
     assert rows["e4"].b.visits == 4 and rows["e4"].b.first_step == 9 and rows["e4"].b.first_right == 9
+
+
+def test_a_run_on_both_sides_is_counted_on_each_with_a_note(sides):
+    gdpo, grpo = sides
+    same = partways([gdpo[0]], [gdpo[0]])
+    assert same.notes[0].startswith("Both sides are the same runs: every example reads the same on both")
+    assert {r.late_gap for r in same.rows} == {0.0} and same.counts["learned_a"] == same.counts["learned_b"] == 0
+    overlap = partways([gdpo[0], grpo[0]], [grpo[0], grpo[1]])
+    assert overlap.notes == [f"Run {grpo[0].pk} is on both sides: counted in each side's average."]
+    e1 = next(r for r in overlap.rows if r.example_id == "e1")
+    assert (e1.a.runs, e1.a.late, e1.b.runs, e1.b.late) == (2, 0.5, 2, 0.0)
 
 
 def test_row_dict_is_flat(sides):
