@@ -10,7 +10,8 @@ that step a did not draw are counted, not scored. A call shared by several MHGPO
 each fork's rollout with the same prompt and completion: identical (prompt, completion) answers of one
 input count once.
 
-Reads the calls and texts of the two steps only (three queries), never the run's other steps.
+Reads the calls and texts of the two steps only (three queries), never the run's other steps, and of at
+most `MAX_EXAMPLES` examples of them: past that, the first examples by id that both steps drew.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from webapp.runs.ingest.texts import texts_by_key
 from webapp.runs.models import ModuleCall, Rollout, Run
 
 Input = tuple[str, str, int]  # (example id, module, invocation index)
+MAX_EXAMPLES = 64  # examples compared at most: the texts of two whole MHGPO-scale steps are megabytes
 
 
 @dataclass
@@ -54,6 +56,7 @@ class OutputChange:
     to_step: int | None
     modules: dict[str, ModuleChange] = field(default_factory=dict)
     absent: str = ""  # why there is no change to show ("" when there is)
+    sampled: str = ""  # how the compared examples were chosen when the step is large ("" when all were)
     note: str = ""  # e.g. retention dropped the steps before from_step
 
 
@@ -73,10 +76,31 @@ def retention_note(run: Run, first: int | None) -> str:
     return ""
 
 
+def _examples_compared(run: Run, from_step: int, to_step: int, result: OutputChange) -> list[str] | None:
+    """The examples whose answers are compared: every one when the later step drew at most
+    `MAX_EXAMPLES`; else the first `MAX_EXAMPLES` (by id) that both steps drew, and the note says so (1
+    query). An MHGPO-scale step holds thousands of calls and megabytes of prompts: the page reads a
+    bounded sample of them, not the whole step."""
+    drawn = (Rollout.objects.filter(run=run, step__in={from_step, to_step})
+             .values_list("step", "example_id").distinct())
+    by_step: dict[int, set[str]] = {from_step: set(), to_step: set()}
+    for step, example in drawn:
+        by_step[step].add(example)
+    if len(by_step[to_step]) <= MAX_EXAMPLES:
+        return None
+    both = sorted(by_step[from_step] & by_step[to_step])
+    chosen = both[:MAX_EXAMPLES]
+    result.sampled = (f"Measured on {len(chosen)} of the {len(both)} examples both steps drew "
+                      f"(the first by id), so the page stays fast on a large step.")
+    return chosen
+
+
 def output_change(run: Run, from_step: int, to_step: int) -> OutputChange:
     """The change of every module's outputs from `from_step` to `to_step` (see the module docstring)."""
     result = OutputChange(from_step, to_step)
-    rows = list(ModuleCall.objects.filter(rollout__run=run, rollout__step__in={from_step, to_step})
+    examples = _examples_compared(run, from_step, to_step, result)
+    rows = list(ModuleCall.objects.filter(rollout__run=run, rollout__step__in={from_step, to_step},
+                                          **({} if examples is None else {"rollout__example_id__in": examples}))
                 .values_list("rollout__attempt", "rollout__step", "rollout__example_id", "rollout__index",
                              "position", "module", "invocation_index", "prompt", "completion"))
     newest: dict[int, int] = {}

@@ -59,7 +59,7 @@ def _attach_change(report: CreditReport, change: OutputChange) -> None:
 
 
 def run_credit(run: Run, *, from_step: int | None = None, to_step: int | None = None) -> CreditReport:
-    """The run page's section: the newest `WINDOW_STEPS` steps that stored groups, and the change from
+    """The run page's section: the newest `WINDOW_STEPS` steps that hold rollouts, and the change from
     `from_step` (default: the earliest step that holds rollouts) to `to_step` (default: the newest)."""
     _check_order(from_step, to_step)
     first = window_start(run)

@@ -22,7 +22,7 @@ Definitions, per module m and step s (the newest attempt that stored s):
   (shown as "—") where either side is constant or fewer than two pairs exist. A call shared by several
   MHGPO forks is stored under each of them, so each rollout contributes one pair per call of m.
 
-Over a run the page reads a window of the newest `WINDOW_STEPS` steps that stored groups, in a fixed
+Over a run the page reads a window of the newest `WINDOW_STEPS` steps that hold rollouts, in a fixed
 number of aggregate queries (no call is loaded into Python); the per-module summary is the mean of
 the per-step values over the window's steps where they are defined.
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from django.db.models import Avg, Count, ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.db.models.functions import Abs, Coalesce
 
-from webapp.runs.models import Group, GroupMember, ModuleCall, Run
+from webapp.runs.models import Group, GroupMember, ModuleCall, Rollout, Run
 
 WINDOW_STEPS = 200  # the run page's window: the newest stored steps; a constant number of queries over it
 
@@ -114,10 +114,11 @@ def _summary_note(cells: list[ModuleStep], final: bool) -> str:
 
 
 def window_start(run: Run, *, steps: int | None = None) -> int:
-    """The oldest step of the window: the `steps`-th (default `WINDOW_STEPS`) newest step that stored
-    groups, 0 when fewer did (1 query)."""
+    """The oldest step of the window: the `steps`-th (default `WINDOW_STEPS`) newest step that holds
+    rollouts (groups come with them; a run that stored no groups is bounded all the same), 0 when fewer
+    do (1 query)."""
     steps = steps or WINDOW_STEPS
-    older = (Group.objects.filter(run=run).values_list("step", flat=True).distinct()
+    older = (Rollout.objects.filter(run=run).values_list("step", flat=True).distinct()
              .order_by("-step")[steps - 1:steps])
     found = list(older)
     return found[0] if found else 0

@@ -190,3 +190,24 @@ def test_the_run_page_reads_a_window_of_the_newest_steps(owner, monkeypatch):
     report = run_credit(run)
     assert report.credit.steps == [4, 5, 6] and report.window == (4, 6)
     assert (report.change.from_step, report.change.to_step) == (1, 6)  # the change: earliest and newest stored
+
+
+def test_a_large_step_is_compared_on_a_bounded_sample_of_examples(owner, monkeypatch):
+    monkeypatch.setattr("webapp.runs.credit.change.MAX_EXAMPLES", 2)
+    run = on_chain(make_run(owner, config={"strategy": "mhgpo"}))
+    ingest(run, [drifting_mhgpo_step(s, questions=4) for s in (1, 2)])
+    sampled = output_change(run, 1, 2)
+    assert "Measured on 2 of the 4 examples" in sampled.sampled
+    monkeypatch.setattr("webapp.runs.credit.change.MAX_EXAMPLES", 64)
+    whole = output_change(run, 1, 2)
+    assert whole.sampled == ""
+    # q0 and q1 (the first two by id) are the sample: each module's answers there, G per fork.
+    assert sum(m.answers + m.unmatched for m in sampled.modules.values()) < sum(
+        m.answers + m.unmatched for m in whole.modules.values())
+
+
+def test_the_window_of_a_run_without_groups_is_bounded_too(owner, monkeypatch):
+    monkeypatch.setattr("webapp.runs.credit.selectors.WINDOW_STEPS", 1)
+    run = on_chain(make_run(owner))
+    ingest(run, [constructed_step(1, with_groups=False), constructed_step(2, with_groups=False)])
+    assert run_credit(run).credit.steps == [2]
