@@ -11,7 +11,7 @@ first visit whose best reward reaches the solved threshold (webapp/runs/examples
 
 Five queries per column whatever the number of visits, rollouts and calls (tests assert it at two
 sizes): the visits, their rollouts' rewards, the best rollouts' calls, the texts of those calls kept
-in CallText rows (webapp/runs/ingest/texts.py), and the first right step. At most `VISITS_CAP`
+in CallText rows (webapp/runs/ingest/texts.py, decoded by its `decode_texts`), and the first right step. At most `VISITS_CAP`
 visits per column, the newest; `older_columns` gives the windows of the next page of older ones.
 """
 
@@ -29,9 +29,9 @@ from django.http import Http404
 from webapp.runs.examples.common import same_task, solved_threshold
 from webapp.runs.examples.diffs import Piece, diff_html, word_diff
 from webapp.runs.ingest.retention import Retention
-from webapp.runs.ingest.texts import texts_by_key
+from webapp.runs.ingest.texts import decode_texts
 from webapp.runs.inspector.history import _newest_attempt as newest_attempt
-from webapp.runs.models import ModuleCall, Rollout, Run
+from webapp.runs.models import CallText, ModuleCall, Rollout, Run
 from webapp.runs.params import INT_PARAM_MAX, BadParam
 
 VISITS_CAP = 200  # per column: two columns of 200 visits answer in about 0.3 s (a page of about 0.5 MB)
@@ -244,6 +244,17 @@ def _retention_note(run: Run, window: Window) -> str:
             f"steps before {kept_from} have no texts.")
 
 
+def _texts(run: Run, example_id: str, keys: set[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+    """The decoded CallText rows of these (attempt, step) visits of one example: one query. It names
+    the attempts too (unlike texts_by_key), so PostgreSQL reads it from the rows' unique index
+    (run, attempt, step, example_id) rather than every text row of the run."""
+    if not keys:
+        return {}
+    rows = (CallText.objects.filter(run_id=run.pk, attempt__in={a for a, _ in keys}, step__in={s for _, s in keys},
+                                    example_id=example_id).values_list("attempt", "step", "data"))
+    return {(a, s): decode_texts(data) for a, s, data in rows if (a, s) in keys}
+
+
 def _column(run: Run, window: Window, example_id: str, threshold: float, limit: int) -> Column:
     rollouts = _in_window(Rollout.objects.filter(run=run, example_id=example_id, attempt=newest_attempt(run)), window)
     rows = list(rollouts.values("step", "attempt").annotate(rollouts=Count("id"), failures=Count("id", filter=Q(failed=True)))
@@ -257,7 +268,8 @@ def _column(run: Run, window: Window, example_id: str, threshold: float, limit: 
     cells = [Cell(r["step"], r["attempt"], r["rollouts"], r["failures"]) for r in reversed(rows[:limit])]
     by_step = {c.step: c for c in cells}
     best: dict[int, tuple[tuple, int]] = {}  # step -> (rank, rollout id)
-    for pk, step, index, reward in (rollouts.filter(step__gte=cells[0].step, step__lte=cells[-1].step)
+    # order_by(): Rollout's default ordering starts with "run", which would join the runs table to sort.
+    for pk, step, index, reward in (rollouts.filter(step__gte=cells[0].step, step__lte=cells[-1].step).order_by()
                                     .values_list("pk", "step", "index", "total_reward")):
         if reward is not None:
             by_step[step].rewards.append(reward)
@@ -271,13 +283,12 @@ def _column(run: Run, window: Window, example_id: str, threshold: float, limit: 
         step_of[pk] = step
     calls = list(ModuleCall.objects.filter(rollout_id__in=step_of).order_by("rollout_id", "position")
                  .values_list("rollout_id", "position", "module", "invocation_index", "completion"))
-    missing = {(by_step[step_of[c[0]]].attempt, step_of[c[0]], example_id) for c in calls if c[4] is None}
-    texts = texts_by_key(run.pk, missing)
+    missing = {(by_step[step_of[c[0]]].attempt, step_of[c[0]]) for c in calls if c[4] is None}
+    texts = _texts(run, example_id, missing)
     for rollout_id, position, module, invocation, completion in calls:
         cell = by_step[step_of[rollout_id]]
         if completion is None:
-            completion = texts.get((cell.attempt, cell.step, example_id), {}).get((cell.best_index, position),
-                                                                                 ("", None, ""))[2]
+            completion = texts.get((cell.attempt, cell.step), {}).get((cell.best_index, position), ("", None, ""))[2]
         cell.lines.append(Line((module, invocation), completion or ""))
     first = (rollouts.filter(total_reward__gte=threshold).aggregate(first=Min("step"))["first"])
     for cell in cells:
