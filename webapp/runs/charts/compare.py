@@ -254,6 +254,8 @@ class ComparePage:
     columns: list[str]
     differences: list[tuple[str, list[str]]]
     group_choices: list[str]
+    # The two sides "Where these runs part" opens (run ids): None unless at least two runs of one task.
+    parting: tuple[list[int], list[int]] | None = None
 
     @property
     def by_column(self) -> list[tuple[str, list[str]]]:
@@ -285,7 +287,23 @@ def compare_page(chosen: Sequence, *, band: str, group_by: str | None, metrics: 
         keys=keys, wanted=wanted, payload=compare_payload(chosen, drawn, wanted, band=band, max_points=max_points),
         columns=[str(r) for r in chosen] if drawn is None else [g.header for g in drawn],
         differences=differences if drawn is None else group_differences(drawn, chosen, differences),
-        group_choices=grouping_choices(differences))
+        group_choices=grouping_choices(differences), parting=parting_sides(chosen, groups))
+
+
+PARTING_SIDE_MAX = 16  # webapp/runs/examples/partways.py MAX_RUNS_PER_SIDE
+
+
+def parting_sides(chosen: Sequence, groups: Sequence[RunGroup]) -> tuple[list[int], list[int]] | None:
+    """The sides of "Where these runs part": the first two groups (seed groups by default), or the first
+    run against the others when the runs form one group; None for fewer than two runs or several tasks
+    (their examples cannot be compared)."""
+    if len(chosen) < 2 or len({r.task_id for r in chosen}) > 1:
+        return None
+    if len(groups) >= 2:
+        a, b = groups[0].runs, groups[1].runs
+    else:
+        a, b = chosen[:1], chosen[1:]
+    return [r.pk for r in a][:PARTING_SIDE_MAX], [r.pk for r in b][:PARTING_SIDE_MAX]
 
 
 def _keys_sample(chosen: Sequence, groups: Sequence[RunGroup] | None) -> list:

@@ -5,10 +5,13 @@ webapp/runs/charts/sources.py)."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Case, IntegerField, When, prefetch_related_objects
 from django.http import Http404
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from webapp.runs.access import link_grant, link_readable, runs_readable, scrub_text
@@ -89,6 +92,20 @@ def _choices(visible, chosen: list) -> list:
                 .order_by(first, "-created_at", "-id")[:RUNS_PAGE_LIMIT + len(ids)])
 
 
+ACROSS_COLUMNS = 8  # the across-runs page's most columns (webapp/runs/examples/across.py MAX_COLUMNS)
+
+
+def _example_links(chosen, parting) -> dict:
+    """Where these runs part (the part-ways table of the two sides) and the runs one example opens across,
+    for runs of one task (issue 57)."""
+    if parting is None:
+        return {"parting_url": None, "across_runs": ""}
+    a, b = parting
+    query = urlencode({"a": ",".join(map(str, a)), "b": ",".join(map(str, b))})
+    return {"parting_url": f"{reverse('runs:examples_partways')}?{query}",
+            "across_runs": ",".join(str(r.pk) for r in chosen[:ACROSS_COLUMNS])}
+
+
 @require_GET
 @link_readable
 def run_compare(request):
@@ -135,6 +152,7 @@ def run_compare(request):
         "choices": _choices(visible, chosen), **vars(page),
         "by_column": page.by_column if len(page.columns) > DIFFERENCES_WIDE else None,
         "signed_in_reader": signed_in, "sources": sources, "from_sources": len(chosen) - len(ids),
+        **_example_links(chosen, page.parting),
         "band": band, "bands": [(b, BAND_LABELS[b]) for b in BANDS], "group_by": request.GET.get("group_by") or "",
         "max_runs": COMPARE_MAX_RUNS, "shareable": signed_in and len(chosen) <= COMPARE_MAX_RUNS,
         # The experiments and sweeps the runs belong to, up to an experiment's size: for a sweep's hundreds

@@ -113,3 +113,30 @@ def test_more_runs_than_the_across_page_shows(owner, browser):
     assert across_runs(a, b) == [r.pk for r in [*a[:6], *b]]
     assert across_runs(a, a[:0] + b[:1]) == [r.pk for r in [*a[:7], b[0]]]
     assert across_runs(a[:5], a[5:]) == [r.pk for r in [*a[:4], *a[5:9]]]  # half the columns each
+
+
+def test_the_compare_page_links_to_where_the_seed_groups_part(owner, browser, sides):
+    gdpo, grpo = sides
+    page = browser.get(reverse("runs:compare"), [("runs", r.pk) for r in [*gdpo, *grpo]])
+    assert page.status_code == 200
+    link = urlsplit(page.context["parting_url"])
+    assert link.path == URL and parse_qs(link.query) == {"a": [ids(gdpo)], "b": [ids(grpo)]}  # the seed groups
+    text = page.content.decode()
+    assert "Where these runs part" in text and "3 runs against 3, each side averaged" in text
+    assert f'<input type="hidden" name="runs" value="{ids([*gdpo, *grpo])}">' in text
+    assert f'action="{reverse("runs:examples_across")}"' in text
+    # The link opens the table of the two groups.
+    table = browser.get(page.context["parting_url"]).context["rows"]
+    assert [row.example_id for row, _ in table][:3] == ["e1", "e2", "e3"]
+
+
+def test_the_compare_page_has_no_link_for_one_run_or_several_tasks(owner, browser, sides):
+    gdpo, _ = sides
+    one = browser.get(reverse("runs:compare"), {"runs": gdpo[0].pk})
+    assert one.context["parting_url"] is None and "Where these runs part" not in one.content.decode()
+    other = make_run(owner, name="elsewhere")
+    other.task = Task.objects.create(name="other-task", title="Other", program=make_program())
+    other.save(update_fields=["task"])
+    mixed = browser.get(reverse("runs:compare"), [("runs", gdpo[0].pk), ("runs", other.pk)])
+    assert mixed.status_code == 200 and mixed.context["parting_url"] is None
+    assert "compare-across-form" not in mixed.content.decode()
