@@ -29,6 +29,15 @@ def run_train_task(self, run_id: int | None = None) -> str:
     return supervise_next(self.request.hostname)
 
 
+@shared_task(name="workers.tasks.replay_module_task")
+def replay_module_task(replay_id: int) -> str:
+    """A replay of one module (the inspector's *Replay this module*), on the `gpu` queue like runs, so it
+    waits for a free worker as a run does: claims it and samples it in a subprocess (workers/replay.py)."""
+    from workers.replay import replay_execute
+
+    return replay_execute(replay_id)
+
+
 @worker_ready.connect
 def report_gpu_worker(sender, **kwargs) -> None:
     """A worker consuming the `gpu` queue tells the database its host, GPU and devices (the queue

@@ -41,13 +41,17 @@ PER_USER = {"alerts:list", "alerts:mark_seen", "alerts:rules", "api:tokens", "ap
 RUN_READ = {"runs:detail", "runs:credit", "runs:metrics", "runs:heatmap", "runs:timeline", "runs:step", "runs:trajectories", "runs:group",
             "runs:example_history", "runs:example_history_query", "runs:call_prompt", "runs:export_metrics",
             "runs:export_rollouts", "runs:compare", "runs:adapter", "runs:examples_across",
-            "runs:examples_partways"}
+            "runs:examples_partways",
+            "runs:call_replays"}
 API_READ = {"api:run", "api:metrics", "api:rollouts", "api:groups", "api:adapter", "api:sweep", "api:examples_diff"}
 # Any member of the project (watching is reading); a share link opens runs only, never a sweep.
 READ = {"experiments:detail", "alerts:run_rule_add", "sweeps:detail", "sweeps:data"}
 # Changing a run: its owner while a member, an admin of its project, staff.
 RUN_CHANGE = {"runs:edit", "runs:cancel", "runs:resume", "runs:archive", "runs:unarchive", "runs:actions",
               "scheduling:cancel", "sharing:new", "sweeps:cancel"}  # a sweep: its owner, admins, staff
+# Starting work on a run (a replay of one module): any member or admin of its project, staff; not a viewer
+# (403), not a share link (it opens reading only).
+MEMBER_WORK = {"runs:replay_start"}
 API_LOG = {"api:steps", "api:finish"}  # only the run's owner, while a member; as JSON
 OWN = {"alerts:rule_delete": False, "api:token_revoke": False, "sharing:revoke": True}  # alice's alone (staff?)
 PROJECT_READ = {"projects:members"}
@@ -58,7 +62,7 @@ UNKNOWN = {"api:unknown": "no-such-endpoint/"}
 # A Slurm job's posts (webapp/scheduling/slurm/views.py): its run's job token alone, which no caller here
 # holds; a session, a user's token or a share link is refused (401), a GET is no post (405).
 JOB_TOKEN = {"slurm_job_events"}
-KINDS = [PUBLIC, PER_USER, RUN_READ, API_READ, READ, RUN_CHANGE, API_LOG, set(OWN), PROJECT_READ, PROJECT_ADMIN,
+KINDS = [PUBLIC, PER_USER, RUN_READ, API_READ, READ, RUN_CHANGE, MEMBER_WORK, API_LOG, set(OWN), PROJECT_READ, PROJECT_ADMIN,
          STAFF_ONLY, LINK_OPEN, set(UNKNOWN), JOB_TOKEN]
 
 # Views that name objects in the query string.
@@ -149,6 +153,9 @@ def expected(name: str, caller: str, method: str, *, hostile: bool, post_only: b
         return {200} if method == "GET" else OK
     if name in RUN_CHANGE:
         allowed = caller in ("owner", "admin", "staff")
+        return (({200} if method == "GET" else OK) if allowed else {403})
+    if name in MEMBER_WORK:
+        allowed = caller in ("owner", "member", "admin", "staff")
         return (({200} if method == "GET" else OK) if allowed else {403})
     if name in API_LOG:
         return OK if caller == "owner" else {403}
@@ -273,7 +280,7 @@ def test_every_role_gets_what_its_role_allows_and_nothing_of_another_project(lab
     api = name.startswith("api:") and name not in ("api:tokens", "api:token_revoke", "api:docs")
     for hostile in (True, False):
         path = path_for(route, name, lab, hostile=hostile)
-        for method in ("GET", "POST") if post_only or name in RUN_CHANGE | PROJECT_READ | PER_USER - {
+        for method in ("GET", "POST") if post_only or name in RUN_CHANGE | MEMBER_WORK | PROJECT_READ | PER_USER - {
                 "api:schema", "api:docs"} else ("GET",):
             for caller in order:
                 if caller in TOKENS and not api:

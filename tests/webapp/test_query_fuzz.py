@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.webapp.runs.seeding import hover_step_event, ingest, make_run
-from webapp.runs.models import Group, Run
+from webapp.runs.models import Group, ModuleCall, Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
@@ -35,7 +35,10 @@ PAGES = {
     "/runs/{run}/export/rollouts.jsonl": ["format"],
     "/runs/compare": ["runs", "metrics", "band", "group_by", "experiment"],
     "/runs/examples/across": ["runs", "example", "align", "solved"],
+    "/runs/examples/partways": ["a", "b", "solved", "kind", "limit"],
     "/runs/new": ["task", "preset", "model"],
+    "/runs/{run}/calls/{call}/replay": ["g"],  # the replay's confirm page: G
+    "/runs/{run}/calls/{call}/replays/": ["g"],
 }
 HOSTILE = st.one_of(
     st.text(max_size=40),
@@ -48,7 +51,7 @@ HOSTILE = st.one_of(
 ODD_PATHS = ["/runs/{huge}/", "/runs/{huge}/metrics.json", "/runs/{run}/steps/{huge}/",
              "/runs/{run}/groups/{huge}/", "/runs/{run}/calls/{huge}/prompt", "/runs/{run}/examples/%00/",
              "/runs/{run}/examples/{long}/", "/runs/{run}/steps/{huge}/trajectories", "/experiments/{huge}/",
-             "/api/runs/{huge}/adapter/"]
+             "/api/runs/{huge}/adapter/", "/runs/{run}/calls/{huge}/replay", "/runs/{run}/calls/{huge}/replays/"]
 
 
 @pytest.fixture
@@ -59,7 +62,8 @@ def seeded(make_user):
     client = Client()
     client.force_login(owner)
     group = Group.objects.filter(run=run).first()
-    return {"client": client, "run": run.pk, "group": group.pk, "example": group.example_id}
+    call = ModuleCall.objects.filter(rollout__run=run).order_by("pk").first()
+    return {"client": client, "run": run.pk, "group": group.pk, "example": group.example_id, "call": call.pk}
 
 
 def params_for(names: list[str]):

@@ -6,6 +6,7 @@ from webapp.runs.credit import views as credit_views
 from webapp.runs.examples import across_views, partways_views
 from webapp.runs.export import views as export_views
 from webapp.runs.inspector import history_views
+from webapp.runs.replay import views as replay_views
 from webapp.runs.table import views as table_views
 
 app_name = "runs"
@@ -28,6 +29,8 @@ urlpatterns = [
     path("runs/<int:run_id>/examples/", history_views.example_history, name="example_history_query"),
     path("runs/<int:run_id>/examples/<path:example_id>/", history_views.example_history, name="example_history"),
     path("runs/<int:run_id>/calls/<int:call_id>/prompt", views.run_call_prompt, name="call_prompt"),
+    path("runs/<int:run_id>/calls/<int:call_id>/replay", replay_views.replay_start, name="replay_start"),
+    path("runs/<int:run_id>/calls/<int:call_id>/replays/", replay_views.call_replays, name="call_replays"),
     path("runs/<int:run_id>/export/metrics.csv", export_views.run_export_metrics, name="export_metrics"),
     path("runs/<int:run_id>/export/rollouts.jsonl", export_views.run_export_rollouts, name="export_rollouts"),
     path("runs/<int:run_id>/adapter.zip", export_views.run_adapter_download, name="adapter"),

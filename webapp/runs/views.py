@@ -32,6 +32,7 @@ from webapp.runs.launch.forms import RunLaunchForm
 from webapp.runs.models import InvalidTransition, ModuleCall, Task
 from webapp.runs.params import BadParam, series_keys, step_range
 from webapp.runs.params import int_param as _int_param
+from webapp.runs.replay.selectors import inspector_replays
 from webapp.runs.selectors import launchable_tasks, run_move_targets, step_metrics_after
 from webapp.runs.services import run_cancel, run_create, run_resume
 
@@ -329,6 +330,7 @@ def run_trajectories(request, run_id: int, step: int):
         # GRPO and MMGRPO sample their G rollouts with fork_on_first too, so they have parent links;
         # only MHGPO's forks are a fork tree worth showing.
         "show_fork_trees": bool(grid.trees) and (run.config or {}).get("strategy") == "mhgpo",
+        "replays": inspector_replays(run, grid.attempt, grid.step, grid.example_id),  # Replay this module
     })
 
 
