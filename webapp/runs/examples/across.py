@@ -29,9 +29,9 @@ from django.http import Http404
 from webapp.runs.examples.common import same_task, solved_threshold
 from webapp.runs.examples.diffs import Piece, diff_html, word_diff
 from webapp.runs.ingest.retention import Retention
-from webapp.runs.ingest.texts import decode_texts
-from webapp.runs.inspector.history import _newest_attempt as newest_attempt
-from webapp.runs.models import CallText, ModuleCall, Rollout, Run
+from webapp.runs.ingest.texts import texts_by_key
+from webapp.runs.inspector.history import newest_attempt
+from webapp.runs.models import ModuleCall, Rollout, Run
 from webapp.runs.params import INT_PARAM_MAX, BadParam
 
 VISITS_CAP = 200  # per column: two columns of 200 visits answer in about 0.3 s (a page of about 0.5 MB)
@@ -245,14 +245,9 @@ def _retention_note(run: Run, window: Window) -> str:
 
 
 def _texts(run: Run, example_id: str, keys: set[tuple[int, int]]) -> dict[tuple[int, int], dict]:
-    """The decoded CallText rows of these (attempt, step) visits of one example: one query. It names
-    the attempts too (unlike texts_by_key), so PostgreSQL reads it from the rows' unique index
-    (run, attempt, step, example_id) rather than every text row of the run."""
-    if not keys:
-        return {}
-    rows = (CallText.objects.filter(run_id=run.pk, attempt__in={a for a, _ in keys}, step__in={s for _, s in keys},
-                                    example_id=example_id).values_list("attempt", "step", "data"))
-    return {(a, s): decode_texts(data) for a, s, data in rows if (a, s) in keys}
+    """The decoded CallText rows of these (attempt, step) visits of one example: one query."""
+    found = texts_by_key(run.pk, {(attempt, step, example_id) for attempt, step in keys})
+    return {(attempt, step): texts for (attempt, step, _), texts in found.items()}
 
 
 def _column(run: Run, window: Window, example_id: str, threshold: float, limit: int) -> Column:

@@ -68,7 +68,7 @@ class History:
         return self.visits[0].step
 
 
-def _newest_attempt(run: Run):
+def newest_attempt(run: Run):
     """The newest attempt that stored the outer row's step (what `inspect.step_attempt` picks)."""
     return Subquery(StepMetric.objects.filter(run=run, step=OuterRef("step")).order_by("-attempt")
                     .values("attempt")[:1])
@@ -82,7 +82,7 @@ def _module_order(run: Run, found: set[str]) -> list[str]:
 def example_history(run: Run, example_id: str, *, before: int | None = None, limit: int = VISITS_CAP) -> History:
     """The visits of `example_id` in `run` (steps < `before` if given), newest first, at most
     `limit` of them; 404 when the example has no rollouts there."""
-    rollouts = Rollout.objects.filter(run=run, example_id=example_id, attempt=_newest_attempt(run))
+    rollouts = Rollout.objects.filter(run=run, example_id=example_id, attempt=newest_attempt(run))
     if before is not None:
         rollouts = rollouts.filter(step__lt=before)
     rows = list(
@@ -103,7 +103,7 @@ def example_history(run: Run, example_id: str, *, before: int | None = None, lim
                                 .order_by("step", "index").values_list("step", "index", "total_reward")):
         by_step[step].rewards.append((index, reward))
 
-    groups = (Group.objects.filter(run=run, example_id=example_id, attempt=_newest_attempt(run),
+    groups = (Group.objects.filter(run=run, example_id=example_id, attempt=newest_attempt(run),
                                    step__gte=oldest, step__lte=newest)
               .values("step", "module")
               .annotate(groups=Count("id"), variance=Avg("reward_var"), similarity=Avg("similarity"),
