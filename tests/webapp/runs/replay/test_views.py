@@ -148,3 +148,27 @@ def test_the_replays_page_refreshes_while_one_waits_and_shows_a_failure_in_words
     page = body(owner.get(url))
     assert 'http-equiv="refresh"' not in page and "it does not replay deterministically" in page
     assert not replay_finish(replay.pk, error="again")  # an ended replay stays as it ended
+
+
+def test_a_users_waiting_replays_count_against_their_queued_runs_limit(lab, settings):
+    settings.COHORT_LIMIT_QUEUED_RUNS_PER_USER = 1
+    member = signed_in(lab.users["member"])
+    url = confirm_url(lab.run, first_call(lab.run))
+    assert member.post(url, {"group_size": "2"}).status_code == 302
+    refused = member.post(url, {"group_size": "2"})
+    assert refused.status_code == 409 and "your limit is 1 (the queued-runs limit)" in body(refused)
+    assert Replay.objects.count() == 1
+    replay_finish(Replay.objects.get().pk, error="done with")
+    assert member.post(url, {"group_size": "2"}).status_code == 302  # an ended replay no longer counts
+
+
+def test_the_estimate_uses_the_runs_last_replay_once_there_is_one(lab):
+    call = first_call(lab.run)
+    owner = signed_in(lab.users["owner"])
+    owner.post(confirm_url(lab.run, call), {"group_size": "2"})
+    replay_finish(Replay.objects.get().pk, result={"generations": 10, "sample_s": 5.0, "load_s": 3.0,
+                                                   "adapter": {"step": 0}, "alternatives": [], "spread": {}})
+    page = body(owner.get(confirm_url(lab.run, call), {"g": "4"}))
+    later = ModuleCall.objects.filter(rollout=call.rollout, position__gt=0).count()
+    assert f"about {3.0 + 0.5 * 4 * (1 + later):.1f} s" in page
+    assert "this run's last replay: 0.50 s per generation and 3 s to load the model" in page
