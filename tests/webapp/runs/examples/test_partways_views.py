@@ -39,26 +39,28 @@ def test_the_owner_sees_the_ranked_table_with_counts_and_links(browser, sides):
     assert response.status_code == 200
     page = response.content.decode()
     rows = response.context["rows"]
-    assert [row.example_id for row, _ in rows] == EXPECTED_ORDER
+    assert [row["example_id"] for row in rows] == EXPECTED_ORDER
     assert "Where these runs part" in page and "A (3 runs, averaged)" in page
     assert 'data-kind="learned_a">4</span>' in page and 'data-kind="lost_b">1</span>' in page
     # Each row opens the example across every run of both sides.
-    link = urlsplit(rows[0][1])
+    link = urlsplit(rows[0]["url"])
     assert link.path == reverse("runs:examples_across")
     assert parse_qs(link.query) == {"runs": [ids([*gdpo, *grpo])], "example": ["e1"]}
-    assert f'href="{rows[0][1].replace("&", "&amp;")}"' in page
+    assert f'href="{rows[0]["url"].replace("&", "&amp;")}"' in page
+    assert rows[0]["sides"][0][1]["share"] == "0.00 → 1.00" and rows[0]["sides"][1][1]["first_right"] == "never"
+    assert rows[-1]["sides"][1] == ("b", None) and "not drawn" in page
 
 
 def test_kind_limit_and_solved(browser, sides):
     gdpo, grpo = sides
     learned = browser.get(URL, {"a": ids(gdpo), "b": ids(grpo), "kind": "learned_a"}).context["rows"]
-    assert [row.example_id for row, _ in learned] == ["e1", "e2", "e3", "e8"]
+    assert [row["example_id"] for row in learned] == ["e1", "e2", "e3", "e8"]
     capped = browser.get(URL, {"a": ids(gdpo), "b": ids(grpo), "limit": 2})
     assert len(capped.context["rows"]) == 2 and "Showing the first 2 of 9 examples" in capped.content.decode()
     assert parse_qs(urlsplit(capped.context["more_url"]).query)["limit"] == ["10"]
     solved = browser.get(URL, {"a": ids(gdpo), "b": ids(grpo), "solved": "0.5"})
     assert solved.context["table"].counts["solved_both"] == 8
-    assert "solved=0.5" in solved.context["rows"][0][1]  # the across page counts right as this one does
+    assert "solved=0.5" in solved.context["rows"][0]["url"]  # the across page counts right as this one does
 
 
 @pytest.mark.parametrize(("query", "message"), [
@@ -127,7 +129,7 @@ def test_the_compare_page_links_to_where_the_seed_groups_part(owner, browser, si
     assert f'action="{reverse("runs:examples_across")}"' in text
     # The link opens the table of the two groups.
     table = browser.get(page.context["parting_url"]).context["rows"]
-    assert [row.example_id for row, _ in table][:3] == ["e1", "e2", "e3"]
+    assert [row["example_id"] for row in table][:3] == ["e1", "e2", "e3"]
 
 
 def test_the_compare_page_has_no_link_for_one_run_or_several_tasks(owner, browser, sides):
