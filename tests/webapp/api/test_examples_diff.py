@@ -67,7 +67,8 @@ def test_pages_kind_and_solved(api_client, owner, sides):
     ({"a": "1", "b": ""}, "'b' names no run"),
     ({"a": "1;2", "b": "3"}, "'a' takes up to 16 run ids"),
     ({"a": "1", "b": "3", "solved": ""}, "'solved' must be a number"),
-    ({"a": "1", "b": "3", "solved": "inf"}, "'solved' must be a finite number"),
+    ({"a": "1", "b": "3", "solved": "inf"}, "'solved' must be a number"),
+    ({"a": "1", "b": "3", "solved": "-1e400"}, "'solved' must be a finite number"),
     ({"a": "1", "b": "3", "kind": "learned"}, "'kind' must be one of"),
     ({"a": "1", "b": "3", "limit": "501"}, "'limit' must be between 1 and 500"),
 ])

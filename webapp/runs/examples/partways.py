@@ -195,6 +195,7 @@ class Partways:
 # pattern (webapp/api/examples_views.py), so what it calls valid is exactly what is accepted.
 SIDE_PATTERN = rf"^ *[0-9]{{1,18}} *(, *[0-9]{{1,18}} *){{0,{MAX_RUNS_PER_SIDE - 1}}}$"
 _SIDE = re.compile(SIDE_PATTERN)
+_NUMBER = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")  # 1, -0.5, .5, 2e-3
 
 
 def parse_side(raw: str | None, name: str) -> list[int]:
@@ -212,10 +213,9 @@ def parse_solved(raw: str | None, *, blank_is_absent: bool = True) -> float | No
     """`solved=`: a finite number; absent (or blank on the page, whose form sends its empty fields) is None."""
     if raw is None or (blank_is_absent and raw.strip() == ""):
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadParam(f"'solved' must be a number (the total reward that counts as right), not {raw[:40]!r}.") from None
+    if not _NUMBER.fullmatch(raw.strip()):  # digits, not Python's "1_0", "nan" or "infinity"
+        raise BadParam(f"'solved' must be a number (the total reward that counts as right), not {raw[:40]!r}.")
+    value = float(raw)
     if not math.isfinite(value):
         raise BadParam(f"'solved' must be a finite number, not {raw[:40]!r}.")
     return value

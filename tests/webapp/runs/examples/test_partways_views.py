@@ -67,7 +67,8 @@ def test_kind_limit_and_solved(browser, sides):
     ({"b": "1"}, "'a' names no run"),
     ({"a": "1,x", "b": "2"}, "'a' takes up to 16 run ids"),
     ({"a": ",".join(["1"] * 17), "b": "2"}, "'a' takes up to 16 run ids"),
-    ({"a": "1", "b": "2", "solved": "nan"}, "'solved' must be a finite number"),
+    ({"a": "1", "b": "2", "solved": "1e999"}, "'solved' must be a finite number"),
+    ({"a": "1", "b": "2", "solved": "1_0"}, "'solved' must be a number"),
     ({"a": "1", "b": "2", "kind": "odd"}, "'kind' must be one of"),
     ({"a": "1", "b": "2", "limit": "0"}, "'limit' must be between 1 and 5000"),
 ])
