@@ -58,3 +58,5 @@ def test_replay_a_module_from_the_inspector(page, screenshot, asgi_server, celer
 
     page.goto(f"{asgi_server}/runs/{run.pk}/steps/1/trajectories?example={example['id']}")
     page.wait_for_selector("#replays tr.replay-row[data-state='succeeded']")
+    assert page.locator("#replays tr.replay-row").count() == 1
+    screenshot("replay-inspector")
