@@ -36,7 +36,6 @@ PAGES = {
     "/runs/compare": ["runs", "metrics", "band", "group_by", "experiment"],
     "/runs/examples/across": ["runs", "example", "align", "solved"],
     "/runs/examples/partways": ["a", "b", "solved", "kind", "limit"],
-    "/runs/examples/partways": ["a", "b", "solved", "kind", "limit"],
     "/runs/new": ["task", "preset", "model"],
     "/runs/{run}/calls/{call}/replay": ["g"],  # the replay's confirm page: G
     "/runs/{run}/calls/{call}/replays/": ["g"],
