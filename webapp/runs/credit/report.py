@@ -39,14 +39,21 @@ def program_is_multi_module(run: Run) -> bool:
     return not isinstance(modules, list) or len(modules) != 1
 
 
-def _finish(report: CreditReport, credit: StepCredit) -> CreditReport:
+def _finish(run: Run, report: CreditReport, credit: StepCredit) -> CreditReport:
     report.credit = credit
     if not credit.steps:
         report.message = "No step of this run has stored rollouts or groups yet: the credit appears with the first."
     elif len(credit.modules) <= 1:
-        module = credit.modules[0] if credit.modules else "its module"
-        report.message = (f"This run's program has one module ({module}): every advantage is its own, so "
-                          f"there is no credit to split between modules.")
+        module = credit.modules[0] if credit.modules else "one module"
+        declared = run.task.program.modules if run.task_id and not run.is_external else []
+        if isinstance(declared, list) and len(declared) > 1:
+            # A multi-module program whose rollouts all ended early: a format failure ends a trajectory.
+            report.message = (f"Only {module} of the program's modules ({', '.join(map(str, declared))}) was called "
+                              f"in these steps: every rollout ended there, so every advantage is its own and there "
+                              f"is no credit to split between modules.")
+        else:
+            report.message = (f"This run's rollouts call one module ({module}): every advantage is its own, so "
+                              f"there is no credit to split between modules.")
     else:
         report.summary = credit.summary()
     return report
@@ -63,7 +70,7 @@ def run_credit(run: Run, *, from_step: int | None = None, to_step: int | None = 
     `from_step` (default: the earliest step that holds rollouts) to `to_step` (default: the newest)."""
     _check_order(from_step, to_step)
     first = window_start(run)
-    report = _finish(CreditReport(), step_credit(run, first=first, last=INT_PARAM_MAX))
+    report = _finish(run, CreditReport(), step_credit(run, first=first, last=INT_PARAM_MAX))
     if report.message:
         return report
     steps = report.credit.steps
@@ -90,7 +97,7 @@ def step_report(run: Run, step: int, attempt: int, *, from_step: int | None = No
     """The step page's section: this step's credit, and the change from `from_step` (default: the run's
     earliest step that holds rollouts) to this step."""
     _check_order(from_step, step, later_name=f"this step ({step})")
-    report = _finish(CreditReport(), step_credit(run, first=step, last=step, attempt=attempt))
+    report = _finish(run, CreditReport(), step_credit(run, first=step, last=step, attempt=attempt))
     if report.message:
         return report
     report.window = (step, step)

@@ -11,9 +11,13 @@ from tests.webapp.runs.credit.builders import (
     REWARDS,
     REWRITER_LOCAL,
     VARIANCES,
+    call,
     constructed_step,
     drifting_mhgpo_step,
+    group,
     on_chain,
+    rollout,
+    step_event,
 )
 from tests.webapp.runs.seeding import (
     constant_step_event,
@@ -127,6 +131,16 @@ def test_a_constant_final_reward_leaves_the_correlation_undefined(owner):
     assert cell.correlation is None and "same in every rollout" in cell.correlation_note
     assert cell.share is None  # every advantage 0: no mass to share
     assert "one module" in run_credit(run).message
+
+
+def test_a_chain_whose_rollouts_all_end_at_its_first_module_says_so(owner):
+    """SmolLM2 writes no rewriter queries the search program parses: every rollout ends at the first
+    module, and the section names the program's modules rather than calling it a one-module program."""
+    run = on_chain(make_run(owner))
+    rollouts = [rollout(f"t{i}", "q", 0.0, [call(f"c{i}", "rewriter", "no queries")]) for i in range(2)]
+    ingest(run, [step_event(1, rollouts, [group("rewriter", "q", 0.0, [("t0", "c0", 0.0), ("t1", "c1", 0.0)])])])
+    message = run_credit(run).message
+    assert "Only rewriter of the program's modules (rewriter, reranker, answerer) was called" in message
 
 
 def test_a_run_without_advantages_says_so(owner):
