@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from webapp.api import params, schema
 from webapp.api.scope import api_runs
 from webapp.runs.examples import partways as pw
-from webapp.runs.examples.common import ExamplesRefused
+from webapp.runs.examples.common import ExamplesRefused, parse_solved
 
 # --- the OpenAPI description (drf-spectacular; these serializers describe, `partways.row_dict` builds) ---
 
@@ -87,7 +87,7 @@ def examples_diff(request):
     lost, solved by both, unsolved by both), with the counts per category."""
     a_ids = pw.parse_side(request.GET.get("a"), "a")
     b_ids = pw.parse_side(request.GET.get("b"), "b")
-    solved = pw.parse_solved(request.GET.get("solved"), blank_is_absent=False)
+    solved = parse_solved(request.GET.get("solved"), blank_is_absent=False)
     kind = pw.parse_kind(request.GET.get("kind"))
     offset, limit = params.page_params(request)
     by_id = {r.pk: r for r in api_runs(request).filter(pk__in=[*a_ids, *b_ids])}

@@ -17,7 +17,6 @@ visits per column, the newest; `older_columns` gives the windows of the next pag
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -89,18 +88,6 @@ def parse_align(raw: str | None) -> str:
     if align not in ALIGNS:
         raise BadParam(f"'align' must be one of {', '.join(ALIGNS)}, not {align[:40]!r}.")
     return align
-
-
-def parse_solved(raw: str | None) -> float | None:
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadParam(f"'solved' must be a number (the total reward that counts as right), not {raw[:40]!r}.") from None
-    if not math.isfinite(value):
-        raise BadParam(f"'solved' must be a finite number, not {raw[:40]!r}.")
-    return value
 
 
 def parse_example(raw: str | None) -> str:

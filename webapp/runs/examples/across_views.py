@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 from webapp.runs.access import link_readable, runs_readable
 from webapp.runs.examples import across
 from webapp.runs.examples.across_html import rows_html
-from webapp.runs.examples.common import ExamplesRefused
+from webapp.runs.examples.common import ExamplesRefused, parse_solved
 from webapp.runs.inspector.grid_cells import example_history_url
 from webapp.runs.params import BadParam
 
@@ -42,7 +42,7 @@ def examples_across(request):
         windows = across.parse_columns(request.GET.getlist("runs"))
         example_id = across.parse_example(request.GET.get("example"))
         align = across.parse_align(request.GET.get("align"))
-        solved = across.parse_solved(request.GET.get("solved"))
+        solved = parse_solved(request.GET.get("solved"))
     except BadParam as exc:
         return _bad(request, str(exc))
     ids = list(dict.fromkeys(w.run_id for w in windows))

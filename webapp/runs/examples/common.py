@@ -11,11 +11,14 @@ are graded rather than pass/fail.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from webapp.runs.models import Run
+from webapp.runs.params import BadParam
 
 DEFAULT_SOLVED = 1.0
+_NUMBER = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")  # 1, -0.5, .5, 2e-3
 
 
 class ExamplesRefused(Exception):
@@ -39,3 +42,15 @@ def same_task(runs: Sequence[Run]) -> None:
     if len(tasks) > 1:
         names = ", ".join(sorted({f"{run.task.name} (run {run.pk})" for run in runs}))
         raise ExamplesRefused(f"These runs train different tasks ({names}); answers compare only within one task.")
+
+
+def parse_solved(raw: str | None, *, blank_is_absent: bool = True) -> float | None:
+    """`solved=`: a finite number; absent (or blank on the page, whose form sends its empty fields) is None."""
+    if raw is None or (blank_is_absent and raw.strip() == ""):
+        return None
+    if not _NUMBER.fullmatch(raw.strip()):  # digits, not Python's "1_0", "nan" or "infinity"
+        raise BadParam(f"'solved' must be a number (the total reward that counts as right), not {raw[:40]!r}.")
+    value = float(raw)
+    if not math.isfinite(value):
+        raise BadParam(f"'solved' must be a finite number, not {raw[:40]!r}.")
+    return value

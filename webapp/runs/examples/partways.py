@@ -195,7 +195,6 @@ class Partways:
 # pattern (webapp/api/examples_views.py), so what it calls valid is exactly what is accepted.
 SIDE_PATTERN = rf"^ *[0-9]{{1,18}} *(, *[0-9]{{1,18}} *){{0,{MAX_RUNS_PER_SIDE - 1}}}$"
 _SIDE = re.compile(SIDE_PATTERN)
-_NUMBER = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")  # 1, -0.5, .5, 2e-3
 
 
 def parse_side(raw: str | None, name: str) -> list[int]:
@@ -207,18 +206,6 @@ def parse_side(raw: str | None, name: str) -> list[int]:
         raise BadParam(f"'{name}' takes up to {MAX_RUNS_PER_SIDE} run ids separated by commas ({name}=5,7,9), "
                        f"not {raw[:60]!r}.")
     return list(dict.fromkeys(int(part) for part in raw.split(",")))
-
-
-def parse_solved(raw: str | None, *, blank_is_absent: bool = True) -> float | None:
-    """`solved=`: a finite number; absent (or blank on the page, whose form sends its empty fields) is None."""
-    if raw is None or (blank_is_absent and raw.strip() == ""):
-        return None
-    if not _NUMBER.fullmatch(raw.strip()):  # digits, not Python's "1_0", "nan" or "infinity"
-        raise BadParam(f"'solved' must be a number (the total reward that counts as right), not {raw[:40]!r}.")
-    value = float(raw)
-    if not math.isfinite(value):
-        raise BadParam(f"'solved' must be a finite number, not {raw[:40]!r}.")
-    return value
 
 
 def parse_kind(raw: str | None) -> str | None:

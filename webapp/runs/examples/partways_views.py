@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from webapp.runs.access import link_readable, runs_readable
 from webapp.runs.examples import partways as pw
-from webapp.runs.examples.common import ExamplesRefused
+from webapp.runs.examples.common import ExamplesRefused, parse_solved
 from webapp.runs.params import BadParam, int_param
 
 ACROSS_COLUMNS = 8  # the across-runs page's most columns (webapp/runs/examples/across.py MAX_COLUMNS)
@@ -82,7 +82,7 @@ def examples_partways(request):
     raw = {name: request.GET.get(name, "") for name in ("a", "b", "solved", "kind")}
     try:
         a_ids, b_ids = pw.parse_side(raw["a"], "a"), pw.parse_side(raw["b"], "b")
-        solved, kind = pw.parse_solved(raw["solved"]), pw.parse_kind(raw["kind"])
+        solved, kind = parse_solved(raw["solved"]), pw.parse_kind(raw["kind"])
         limit = int_param(request, "limit", default=pw.PAGE_ROWS, low=1, high=pw.MAX_PAGE_ROWS)
     except BadParam as exc:
         return render(request, "runs/examples/partways.html", {"raw": raw, "message": str(exc)}, status=400)

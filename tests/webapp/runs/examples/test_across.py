@@ -11,7 +11,7 @@ from tests.webapp.runs.factories import make_program
 from tests.webapp.runs.seeding import ingest
 from webapp.runs.examples import across
 from webapp.runs.examples.across import Window, example_across, parse_columns, runs_for_example
-from webapp.runs.examples.common import ExamplesRefused
+from webapp.runs.examples.common import ExamplesRefused, parse_solved
 from webapp.runs.examples.diffs import changed_words
 from webapp.runs.models import ModuleCall, Run, Task
 
@@ -207,8 +207,9 @@ def test_columns_from_a_form_and_from_a_list():
 
 @pytest.mark.parametrize("parse, raw, message", [
     (across.parse_align, "epoch", "'align' must be one of step, fraction"),
-    (across.parse_solved, "lots", "'solved' must be a number"),
-    (across.parse_solved, "nan", "finite"),
+    (parse_solved, "lots", "'solved' must be a number"),
+    (parse_solved, "nan", "must be a number"),
+    (parse_solved, "1e999", "finite"),
     (across.parse_example, "", "'example' is required"),
     (across.parse_example, "x" * 201, "at most 200"),
 ])

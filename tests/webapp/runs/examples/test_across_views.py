@@ -97,7 +97,7 @@ def test_a_share_links_holder_reads_its_own_run_and_no_other(client, owner, runs
     ({"runs": "{a},{b}"}, "&#x27;example&#x27; is required"),
     ({"runs": "{a},{b}", "example": "x" * 201}, "at most 200 characters"),
     ({"runs": "{a},{b}", "example": "q1", "align": "epoch"}, "&#x27;align&#x27; must be one of step, fraction"),
-    ({"runs": "{a},{b}", "example": "q1", "solved": "inf"}, "finite number"),
+    ({"runs": "{a},{b}", "example": "q1", "solved": "1e400"}, "finite number"),
     ({"runs": "{a},{b}", "example": "q1", "solved": "most"}, "must be a number"),
 ])
 def test_bad_input_is_a_400_with_its_message(client, owner, runs, params, message):
