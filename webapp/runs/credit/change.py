@@ -151,4 +151,10 @@ def output_change(run: Run, from_step: int, to_step: int) -> OutputChange:
         result.modules[module] = ModuleChange(module, sums[module] / n if n else None, n, unmatched[module])
     if missing_texts:
         result.note = f"Some texts of step(s) {', '.join(map(str, sorted(missing_texts)))} are not stored; those answers are left out."
+    if result.modules and not any(counts.values()):
+        # A task drawing fresh examples every step (a large or generated train set) never repeats an input
+        # within a short run: the change is then not zero, it is unknown.
+        result.absent = (f"Step {to_step} drew none of the inputs step {from_step} drew (the same example, module "
+                         f"and call), so no answer has an earlier one to compare with. Compare two steps that drew "
+                         f"the same examples: an example's history lists the steps that drew it.")
     return result

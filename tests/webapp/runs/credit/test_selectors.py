@@ -143,6 +143,21 @@ def test_a_chain_whose_rollouts_all_end_at_its_first_module_says_so(owner):
     assert "Only rewriter of the program's modules (rewriter, reranker, answerer) was called" in message
 
 
+def test_two_steps_that_drew_no_common_input_say_the_change_is_unknown(owner):
+    """word_math or toy_format draw fresh examples every step: no answer has an earlier one to compare."""
+    run = on_chain(make_run(owner))
+    for step, example in ((1, "q1"), (2, "q2")):
+        rollouts = [rollout(f"t{step}{i}", example, float(i), [call(f"c{step}{i}", "rewriter", f"query {i}"),
+                                                            call(f"d{step}{i}", "answerer", f"answer {i}")])
+                    for i in range(2)]
+        groups = [group(m, example, 0.5, [(f"t{step}0", f"{c}{step}0", -1.0), (f"t{step}1", f"{c}{step}1", 1.0)])
+                  for m, c in (("rewriter", "c"), ("answerer", "d"))]
+        ingest(run, [step_event(step, rollouts, groups)])
+    change = output_change(run, 1, 2)
+    assert all(m.change is None for m in change.modules.values())
+    assert "Step 2 drew none of the inputs step 1 drew" in change.absent
+
+
 def test_a_run_without_advantages_says_so(owner):
     run = on_chain(make_run(owner))
     ingest(run, [constructed_step(1, with_groups=False), constructed_step(2, with_groups=False)])
