@@ -112,7 +112,9 @@ def screenshots(stack: Stack, grpo: int, gdpo: int, word_math: int) -> None:
         page.wait_for_selector("#replay-cost")
         print("replay cost:", page.locator("#replay-cost").inner_text())
         page.click("#replay-start")
-        page.wait_for_selector("[data-state=succeeded], [data-state=failed]", timeout=900_000)
+        # The newest replay comes first on the call's page, which refreshes itself until it ends.
+        page.wait_for_function("['succeeded', 'failed'].includes(document.querySelector('section.replay')?.dataset.state)",
+                               timeout=900_000)
         page.screenshot(path=str(SCREENSHOTS / "replay-module-smollm2.png"), full_page=True)
         print("replay:", page.locator("main").inner_text()[:1500])
         browser.close()
