@@ -76,7 +76,8 @@ def test_the_api_docs_page_lists_every_endpoint_and_tries_one(page, screenshot, 
                      "/api/runs/{run_id}/steps/{step}/rollouts/", "/api/runs/{run_id}/steps/{step}/groups/",
                      # the logging API of runs trained elsewhere (the SDK, TRL's callback)
                      "/api/external/runs/", "/api/runs/{run_id}/steps/", "/api/runs/{run_id}/finish/",
-                     "/api/sweeps/", "/api/sweeps/{sweep_id}/"}  # sweeps (webapp/api/sweep_views.py)
+                     "/api/sweeps/", "/api/sweeps/{sweep_id}/",  # sweeps (webapp/api/sweep_views.py)
+                     "/api/examples/diff/"}  # where two runs part (webapp/api/examples_views.py)
     page.click("#operations-runs-runs_list .opblock-summary")
     page.click("text=Try it out")
     page.click("text=Execute")
