@@ -83,9 +83,11 @@ def job_events(request, run_id: int):
     except (KeyError, TypeError, ValueError) as exc:  # a line the ingest cannot read: nothing of the post stays
         return JsonResponse({"detail": f"An event could not be stored ({exc.__class__.__name__}: {exc}); "
                                        "nothing of this post was stored."}, status=400)
-    job_statuses_apply(run, events)
+    # A final status and the token's revocation commit together: nobody sees the run ended with a live token.
+    with transaction.atomic():
+        job_statuses_apply(run, events)
+        run.refresh_from_db()
+        if run.state in FINAL:
+            token_revoke(job)
     run_heartbeat(run.pk)  # the job's post is its heartbeat
-    run.refresh_from_db()
-    if run.state in FINAL:
-        token_revoke(job)
     return JsonResponse({"stored": len(stored), "state": run.state})
