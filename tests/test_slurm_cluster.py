@@ -4,11 +4,11 @@ controller), and that it leaves nothing running. Needs Debian's slurm-wlm and mu
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for
 from tests.slurm_cluster import SlurmCluster, SlurmCommandError, require_slurm
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
@@ -19,14 +19,6 @@ def cluster():
     require_slurm()
     with SlurmCluster() as started:
         yield started
-
-
-def wait_for(condition, timeout: float = 30, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        assert time.monotonic() < deadline, f"no {what} after {timeout}s"
-        time.sleep(0.1)
-    return result
 
 
 def cancel(cluster: SlurmCluster, job_id: int) -> None:
@@ -73,15 +65,15 @@ def test_with_enforce_part_limits_a_time_over_the_limit_is_refused_at_submission
 def test_a_requeued_job_runs_again_with_restart_count_one(cluster):
     job_id = cluster.sbatch("#!/bin/sh\necho run ${SLURM_RESTART_COUNT:-0}\nexec sleep 300\n")
     cluster.wait_job(job_id, {"RUNNING"})
-    first_run = wait_for(lambda: cluster.job_pids(job_id), what="the job's processes")
+    first_run = wait_for(lambda: cluster.job_pids(job_id), 30, "the job's processes")
 
     cluster.run("scontrol", "requeue", str(job_id), check=True)
     # The job pends (Reason=BeginTime) for AuthInfo's cred_expire (5 s here) before it may run again.
     fields = wait_for(
-        lambda: (f := cluster.job(job_id))["JobState"] == "RUNNING" and f["Restarts"] == "1" and f
-    )
+        lambda: (f := cluster.job(job_id))["JobState"] == "RUNNING" and f["Restarts"] == "1" and f, 30,
+        "the requeued job to run again")
     assert fields["Requeue"] == "1"
-    wait_for(lambda: cluster.output(job_id) == "run 1\n", what="second run's output")  # StdOut truncated
+    wait_for(lambda: cluster.output(job_id) == "run 1\n", 30, "second run's output")  # StdOut truncated
     assert not set(first_run) & set(cluster.job_pids(job_id))
     cancel(cluster, job_id)
 
@@ -123,7 +115,8 @@ def test_stop_leaves_nothing_of_the_cluster_running():
     try:
         job_id = cluster.sbatch("#!/bin/sh\nsrun sleep 300\n", "-N2", "-n2")
         cluster.wait_job(job_id, {"RUNNING"})
-        running = wait_for(lambda: (p := cluster.processes()) and len(_named(p, "bin/sleep 300")) == 2 and p)
+        running = wait_for(lambda: (p := cluster.processes()) and len(_named(p, "bin/sleep 300")) == 2 and p, 30,
+                           "a task on each node")
         for program in ("slurmctld", "slurmd -D -N n1", "slurmd -D -N n2", "slurmstepd: [", "munged"):
             assert _named(running, program), f"{program} not found among {running}"
     finally:
