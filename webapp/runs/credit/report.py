@@ -86,11 +86,18 @@ def run_credit(run: Run, *, from_step: int | None = None, to_step: int | None = 
             "Only one step of this run holds rollouts: there is no earlier step to compare its outputs with.",
             retention_note(run, stored_first).replace("The change is measured from", "Its outputs are stored from")])))
     else:
-        change = output_change(run, start, end)
-        if from_step is None:
-            change.note = " ".join(filter(None, [retention_note(run, stored_first), change.note]))
+        change = _measured_change(run, start, end, defaulted_from=from_step is None, stored_first=stored_first)
     _attach_change(report, change)
     return report
+
+
+def _measured_change(run: Run, start: int, end: int, *, defaulted_from: bool, stored_first: int | None) -> OutputChange:
+    """The change from `start` to `end`; when `start` is the run's earliest stored step (no `from` asked),
+    its note also says whether retention dropped the steps before it."""
+    change = output_change(run, start, end)
+    if defaulted_from:
+        change.note = " ".join(filter(None, [retention_note(run, stored_first), change.note]))
+    return change
 
 
 def step_report(run: Run, step: int, attempt: int, *, from_step: int | None = None) -> CreditReport:
@@ -107,9 +114,7 @@ def step_report(run: Run, step: int, attempt: int, *, from_step: int | None = No
         change = OutputChange(stored_first, step, absent=(
             f"Step {step} is the earliest step of this run that holds rollouts: there is no earlier step to compare with."))
     else:
-        change = output_change(run, start, step)
-        if from_step is None:
-            change.note = " ".join(filter(None, [retention_note(run, stored_first), change.note]))
+        change = _measured_change(run, start, step, defaulted_from=from_step is None, stored_first=stored_first)
     _attach_change(report, change)
     return report
 
